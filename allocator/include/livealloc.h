@@ -1,0 +1,2011 @@
+// livealloc.h -- a thread-caching malloc replacement in one header.
+// SPDX-License-Identifier: MIT
+//
+// Include it anywhere: the allocator is inline and safe in any number of translation units, and is
+// reached through livealloc::allocate / deallocate / ... and the STL and pmr adapters below.
+//
+// Compile-time switches (define before including):
+//   LIVEALLOC_OVERRIDE  Define in exactly ONE translation unit of a program to make that unit hold
+//                       the strong definitions of malloc, free, ... and every replaceable
+//                       operator new/delete. Default: undefined (nothing is replaced).
+//   LIVEALLOC_PRELOAD   Set by allocator/src/preload.cpp to build liblivealloc.so: implies
+//                       LIVEALLOC_OVERRIDE, exports only the malloc ABI and the C++ operators, and
+//                       references libstdc++ weakly so C programs do not load it.
+//   LIVEALLOC_CHECKED   1 turns on the checked mode: double frees, frees of pointers livealloc never
+//                       returned and sized frees with a wrong size abort with a message naming the
+//                       address. Costs a bitmap per page and atomic updates. Default: 0.
+//
+// Layers, bottom-up (each uses only the ones above it in this file): platform (mmap, TLS, locks,
+// environment) -> options -> core (size classes, segments, pages, heaps, cross-thread frees, large
+// mappings) -> front (the C++ API, stl_allocator, pmr resource) -> override (the C ABI).
+// allocator/README.md describes the design and the invariants in prose.
+#ifndef LIVEALLOC_H
+#define LIVEALLOC_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory_resource>
+#include <new>
+
+#define LIVEALLOC_VERSION_MAJOR 0
+#define LIVEALLOC_VERSION_MINOR 1
+#define LIVEALLOC_VERSION_PATCH 0
+
+#if defined(LIVEALLOC_PRELOAD) && !defined(LIVEALLOC_OVERRIDE)
+#define LIVEALLOC_OVERRIDE 1
+#endif
+#ifndef LIVEALLOC_CHECKED
+#define LIVEALLOC_CHECKED 0
+#endif
+#if LIVEALLOC_CHECKED != 0 && LIVEALLOC_CHECKED != 1
+#error "LIVEALLOC_CHECKED must be 0 or 1"
+#endif
+#if !defined(__x86_64__) || !defined(__linux__)
+#error "livealloc supports Linux on x86-64 only"
+#endif
+
+#define LIVEALLOC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LIVEALLOC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LIVEALLOC_ALWAYS_INLINE inline __attribute__((always_inline))
+#define LIVEALLOC_NOINLINE __attribute__((noinline))
+
+// Every threshold, defined once: name, type, default, minimum, maximum, changeable while running,
+// one line of documentation. The environment variable is LIVEALLOC_<NAME in upper case>; the
+// README table is printed from this list (tests/unit/options.cpp checks it is current).
+#define LIVEALLOC_OPTIONS(X)                                                                    \
+  X(verbose, bool, 0, 0, 1, false, "print the options in effect at start, on stderr")           \
+  X(page_recycle, int, 2, 0, 4096, true,                                                        \
+    "empty pages a thread keeps per size class; past it they go back to the OS")                \
+  X(remote_batch, int, 32, 1, 4096, true,                                                       \
+    "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
+  X(large_cache, int, 64, 0, 65536, true,                                                       \
+    "MiB of freed large mappings kept for reuse instead of munmap")                             \
+  X(purge_delay, int, 10, 0, 60000, true,                                                      \
+    "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
+  X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
+  X(hugepages, bool, 0, 0, 1, false,                                                            \
+    "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")
+
+namespace livealloc {
+inline namespace v0 {
+
+// ------------------------------------------------------------------------------------------------
+// Public API (declarations; definitions follow the core).
+// ------------------------------------------------------------------------------------------------
+
+// Like malloc: at least `size` bytes aligned to 16, or nullptr with errno = ENOMEM.
+void* allocate(std::size_t size) noexcept;
+// `alignment` must be a power of two; nullptr with errno = EINVAL otherwise, ENOMEM on exhaustion.
+void* allocate_aligned(std::size_t size, std::size_t alignment) noexcept;
+// Like calloc: overflow of count * size gives nullptr and ENOMEM.
+void* allocate_zeroed(std::size_t count, std::size_t size) noexcept;
+// Like glibc realloc: nullptr `ptr` allocates; size 0 frees and returns nullptr.
+void* reallocate(void* ptr, std::size_t size) noexcept;
+void deallocate(void* ptr) noexcept;
+// Sized free: `size` is the size that was requested (checked in LIVEALLOC_CHECKED builds).
+void deallocate(void* ptr, std::size_t size) noexcept;
+std::size_t usable_size(const void* ptr) noexcept;
+// Returns cached free memory to the OS now (this thread, exited threads, the caches) and asks
+// every other thread to do the same at its next slow path. True when anything was released.
+bool trim() noexcept;
+
+enum class option_status { ok, unknown_name, out_of_range, not_live };
+// Changes a threshold while the program runs; each thread applies it at its next slow path.
+option_status set_option(const char* name, long long value) noexcept;
+// False for an unknown name.
+bool get_option(const char* name, long long* value) noexcept;
+// Generation of the options: bumped by every accepted set_option.
+std::uint64_t options_generation() noexcept;
+
+// Process-wide figures (the basis of mallinfo2).
+struct stats {
+  std::size_t live_bytes;        // bytes in blocks handed out and not yet freed (block sizes)
+  std::size_t requested_bytes;   // bytes requested in total, ever (internal waste shows against
+                                 // allocated_bytes)
+  std::size_t allocated_bytes;   // block bytes handed out in total, ever
+  std::size_t segment_bytes;     // bytes of 4 MiB segments mapped (virtual)
+  std::size_t large_bytes;       // bytes of large mappings in use
+  std::size_t large_count;       // large mappings in use
+  std::size_t cached_bytes;      // large mappings and empty segments kept for reuse
+  std::size_t heaps;             // thread heaps ever created (reused after threads exit)
+  std::size_t heaps_in_use;      // heaps owned by a live thread
+  std::size_t mmap_calls, munmap_calls, madvise_calls;
+};
+stats get_stats() noexcept;
+
+namespace detail {
+
+// ------------------------------------------------------------------------------------------------
+// Platform: constants, OS memory, locks, diagnostics on fd 2 (no stdio: malloc must not recurse).
+// ------------------------------------------------------------------------------------------------
+
+// A segment is 4 MiB, aligned to 4 MiB, so the metadata of any small block is one mask away.
+// Its first 64 KiB unit holds the segment header and the page descriptors; the other 63 units
+// are handed out as spans of one or more units, each span serving one size class.
+constexpr std::size_t kSegmentShift = 22;
+constexpr std::size_t kSegmentSize = std::size_t(1) << kSegmentShift;
+constexpr std::uintptr_t kSegmentMask = kSegmentSize - 1;
+constexpr std::size_t kUnitShift = 16;
+constexpr std::size_t kUnitSize = std::size_t(1) << kUnitShift;
+constexpr unsigned kUnits = kSegmentSize / kUnitSize;  // 64: one bit each in a uint64_t
+constexpr std::size_t kOsPage = 4096;
+constexpr std::size_t kMaxSmall = 256 * 1024;  // larger requests get their own mapping
+constexpr unsigned kClasses = 53;              // class 0 is unused; 1..52 cover 16 B..256 KiB
+constexpr std::size_t kMinBlocksPerSpan = 8;
+constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve this much of a span at a time
+constexpr std::size_t kLargeHeader = 64;         // header in front of every large mapping
+constexpr std::uint32_t kMagic = 0x6c69766cu;    // "lvil"
+constexpr std::uint32_t kKindSegment = 1, kKindLarge = 2;
+constexpr unsigned kOutboxSlots = 8;
+constexpr unsigned kLargeCacheSlots = 32;
+
+struct spinlock {
+  std::atomic<int> word{0};
+  void lock() noexcept {
+    while (word.exchange(1, std::memory_order_acquire) != 0) {
+      while (word.load(std::memory_order_relaxed) != 0) sched_yield();
+    }
+  }
+  void unlock() noexcept { word.store(0, std::memory_order_release); }
+};
+
+struct lock_guard {
+  spinlock& l;
+  explicit lock_guard(spinlock& s) noexcept : l(s) { l.lock(); }
+  ~lock_guard() { l.unlock(); }
+  lock_guard(const lock_guard&) = delete;
+  lock_guard& operator=(const lock_guard&) = delete;
+};
+
+// Counters written by one thread and read by others: relaxed load + store, never a locked
+// read-modify-write on the fast path.
+LIVEALLOC_ALWAYS_INLINE void bump(std::atomic<std::uint64_t>& c, std::uint64_t d = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+LIVEALLOC_ALWAYS_INLINE void add(std::atomic<std::size_t>& c, std::size_t d) noexcept {
+  c.fetch_add(d, std::memory_order_relaxed);
+}
+LIVEALLOC_ALWAYS_INLINE void sub(std::atomic<std::size_t>& c, std::size_t d) noexcept {
+  c.fetch_sub(d, std::memory_order_relaxed);
+}
+
+// A message on stderr built without stdio or malloc.
+struct message {
+  char buf[512];
+  std::size_t len = 0;
+  message& put(char c) noexcept {
+    if (len < sizeof(buf) - 1) buf[len++] = c;
+    return *this;
+  }
+  message& operator<<(const char* s) noexcept {
+    while (*s) put(*s++);
+    return *this;
+  }
+  // The environment variable of an option: LIVEALLOC_ and the name in upper case.
+  message& env_name(const char* option_name) noexcept {
+    *this << "LIVEALLOC_";
+    for (; *option_name; ++option_name)
+      put(*option_name >= 'a' && *option_name <= 'z' ? static_cast<char>(*option_name - 'a' + 'A')
+                                                     : *option_name);
+    return *this;
+  }
+  message& operator<<(long long v) noexcept {
+    char tmp[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ull - static_cast<unsigned long long>(v) : v;
+    do tmp[n++] = static_cast<char>('0' + u % 10); while ((u /= 10) != 0);
+    if (v < 0 && len < sizeof(buf) - 1) buf[len++] = '-';
+    while (n > 0 && len < sizeof(buf) - 1) buf[len++] = tmp[--n];
+    return *this;
+  }
+  message& hex(std::uintptr_t v) noexcept {
+    *this << "0x";
+    char tmp[16];
+    int n = 0;
+    do tmp[n++] = "0123456789abcdef"[v & 15]; while ((v >>= 4) != 0);
+    while (n > 0 && len < sizeof(buf) - 1) buf[len++] = tmp[--n];
+    return *this;
+  }
+  void print() noexcept {
+    if (len == 0 || buf[len - 1] != '\n') buf[len++] = '\n';
+    std::size_t off = 0;
+    while (off < len) {
+      ssize_t w = ::write(2, buf + off, len - off);
+      if (w <= 0) break;
+      off += static_cast<std::size_t>(w);
+    }
+  }
+};
+
+[[noreturn]] LIVEALLOC_NOINLINE inline void fatal(const char* what, const void* p) noexcept {
+  message m;
+  m << "livealloc: " << what;
+  if (p) m << " ";
+  if (p) m.hex(reinterpret_cast<std::uintptr_t>(p));
+  m.print();
+  abort();
+}
+
+struct os_counters {
+  std::atomic<std::size_t> mmap_calls{0}, munmap_calls{0}, madvise_calls{0};
+};
+inline os_counters g_os;
+
+inline void* os_map(std::size_t size) noexcept {
+  add(g_os.mmap_calls, 1);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+inline void os_unmap(void* p, std::size_t size) noexcept {
+  add(g_os.munmap_calls, 1);
+  munmap(p, size);
+}
+// Returns physical pages to the OS; the range stays mapped and reads back as zeros.
+inline void os_decommit(void* p, std::size_t size) noexcept {
+  add(g_os.madvise_calls, 1);
+  madvise(p, size, MADV_DONTNEED);
+}
+inline void os_hugepages(void* p, std::size_t size) noexcept {
+  add(g_os.madvise_calls, 1);
+  madvise(p, size, MADV_HUGEPAGE);
+}
+// `size` and `align` are multiples of the OS page; align is a power of two. Maps size + align and
+// trims both ends: only virtual space is spent, nothing becomes resident.
+inline void* os_map_aligned(std::size_t size, std::size_t align) noexcept {
+  std::size_t total;
+  if (__builtin_add_overflow(size, align, &total)) return nullptr;
+  auto* p = static_cast<std::uint8_t*>(os_map(total));
+  if (!p) return nullptr;
+  std::uintptr_t a = (reinterpret_cast<std::uintptr_t>(p) + align - 1) & ~(align - 1);
+  std::size_t front = a - reinterpret_cast<std::uintptr_t>(p);
+  if (front) os_unmap(p, front);
+  std::size_t back = total - front - size;
+  if (back) os_unmap(reinterpret_cast<std::uint8_t*>(a) + size, back);
+  return reinterpret_cast<void*>(a);
+}
+
+constexpr bool is_pow2(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) & ~(a - 1); }
+
+// ------------------------------------------------------------------------------------------------
+// Options: the table above, its values, and the environment.
+// ------------------------------------------------------------------------------------------------
+
+enum option_id : int {
+#define LIVEALLOC_X(name, type, def, lo, hi, live, doc) opt_##name,
+  LIVEALLOC_OPTIONS(LIVEALLOC_X)
+#undef LIVEALLOC_X
+      kOptionCount
+};
+
+struct option_info {
+  const char* name;
+  const char* type;
+  long long def, lo, hi;
+  bool live;
+  const char* doc;
+};
+inline constexpr option_info kOptionTable[kOptionCount] = {
+#define LIVEALLOC_X(name, type, def, lo, hi, live, doc) {#name, #type, def, lo, hi, live, doc},
+    LIVEALLOC_OPTIONS(LIVEALLOC_X)
+#undef LIVEALLOC_X
+};
+
+struct option_values {
+  std::atomic<long long> v[kOptionCount] = {
+#define LIVEALLOC_X(name, type, def, lo, hi, live, doc) def,
+      LIVEALLOC_OPTIONS(LIVEALLOC_X)
+#undef LIVEALLOC_X
+  };
+  bool from_env[kOptionCount] = {};
+  std::atomic<std::uint64_t> generation{1};
+  std::atomic<std::uint64_t> trim_request{0};
+};
+inline option_values g_options;
+
+inline long long option(option_id id) noexcept {
+  return g_options.v[id].load(std::memory_order_relaxed);
+}
+
+inline int find_option(const char* name, std::size_t len) noexcept {
+  for (int i = 0; i < kOptionCount; ++i) {
+    const char* o = kOptionTable[i].name;
+    std::size_t j = 0;
+    for (; j < len && o[j]; ++j) {
+      char c = name[j];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != o[j]) break;
+    }
+    if (j == len && o[j] == 0) return i;
+  }
+  return -1;
+}
+
+// Parses a decimal integer, or for bool options also true/false/yes/no/on/off. False on any
+// other text (including trailing garbage and overflow).
+inline bool parse_value(const char* s, bool is_bool, long long* out) noexcept {
+  if (is_bool) {
+    const char* yes[] = {"true", "yes", "on"};
+    const char* no[] = {"false", "no", "off"};
+    for (const char* w : yes)
+      if (strcasecmp(s, w) == 0) return *out = 1, true;
+    for (const char* w : no)
+      if (strcasecmp(s, w) == 0) return *out = 0, true;
+  }
+  bool neg = *s == '-';
+  if (*s == '-' || *s == '+') ++s;
+  if (*s < '0' || *s > '9') return false;
+  unsigned long long v = 0;
+  for (; *s >= '0' && *s <= '9'; ++s) {
+    if (v > (1ull << 62) / 10) return false;
+    v = v * 10 + static_cast<unsigned>(*s - '0');
+  }
+  if (*s != 0) return false;
+  *out = neg ? -static_cast<long long>(v) : static_cast<long long>(v);
+  return true;
+}
+
+// Handles one "LIVEALLOC_NAME=value" entry of the environment.
+inline void apply_env_entry(const char* entry) noexcept {
+  const char* name = entry + 10;  // past "LIVEALLOC_"
+  const char* eq = strchr(name, '=');
+  if (!eq) return;
+  int id = find_option(name, static_cast<std::size_t>(eq - name));
+  if (id < 0) {
+    // Variables other issues of the project define are read elsewhere; anything else is a typo.
+    static const char* const kOthers[] = {"PROFILE", "SEGMENT", "TELEMETRY"};
+    for (const char* other : kOthers)
+      if (strncmp(name, other, strlen(other)) == 0) return;
+    message m;
+    std::size_t n = static_cast<std::size_t>(eq - entry);
+    m << "livealloc: unknown variable ";
+    for (std::size_t i = 0; i < n && i < 64; ++i) m.put(entry[i]);
+    m << " ignored";
+    m.print();
+    return;
+  }
+  const option_info& o = kOptionTable[id];
+  const char* value = eq + 1;
+  long long v = 0;
+  const char* problem = nullptr;
+  if (strlen(value) > 32)
+    problem = "is too long";
+  else if (!parse_value(value, o.type[0] == 'b', &v))
+    problem = o.type[0] == 'b' ? "is not 0, 1, true or false" : "is not a number";
+  else if (v < o.lo || v > o.hi)
+    problem = "is out of range";
+  message m;
+  if (problem) {
+    m << "livealloc: ";
+    m.env_name(o.name) << "='";
+    for (int i = 0; value[i] && i < 32; ++i) m.put(value[i]);
+    if (strlen(value) > 32) m << "...";
+    m << "' " << problem << " [" << o.lo << ", " << o.hi << "]; using " << o.def;
+    m.print();
+    return;
+  }
+  g_options.v[id].store(v, std::memory_order_relaxed);
+  g_options.from_env[id] = true;
+}
+
+// Reads LIVEALLOC_* from the environment. `environ` is set before the first malloc of a program;
+// /proc/self/environ is the fallback should a loader ever call us earlier.
+inline void read_environment() noexcept {
+  if (::environ) {  // declared by <unistd.h> under _GNU_SOURCE
+    for (char** e = ::environ; *e; ++e)
+      if (strncmp(*e, "LIVEALLOC_", 10) == 0) apply_env_entry(*e);
+    return;
+  }
+  static char buf[32768];
+  int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  std::size_t len = 0;
+  ssize_t r;
+  while (len < sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+    len += static_cast<std::size_t>(r);
+  close(fd);
+  buf[len] = 0;
+  for (std::size_t i = 0; i < len; i += strlen(buf + i) + 1)
+    if (strncmp(buf + i, "LIVEALLOC_", 10) == 0) apply_env_entry(buf + i);
+}
+
+inline void print_options() noexcept {
+  for (int i = 0; i < kOptionCount; ++i) {
+    message m;
+    m << "livealloc: " << kOptionTable[i].name << " = " << option(static_cast<option_id>(i))
+      << (g_options.from_env[i] ? " (from " : "");
+    if (g_options.from_env[i])
+      m.env_name(kOptionTable[i].name) << ")";
+    else
+      m << " (default)";
+    m.print();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Core: size classes. About four classes per doubling: 16..128 in steps of 16, then 160, 192,
+// 224, 256, 320, ... up to 256 KiB. Rounding wastes at most 25% (20% above 128 bytes).
+// ------------------------------------------------------------------------------------------------
+
+constexpr unsigned class_of(std::size_t size) {
+  if (size <= 128) return size <= 16 ? 1u : static_cast<unsigned>((size + 15) >> 4);
+  std::size_t s = size - 1;
+  unsigned w = 63u - static_cast<unsigned>(__builtin_clzll(s));
+  return 9u + (w - 7u) * 4u + static_cast<unsigned>((s >> (w - 2)) & 3u);
+}
+constexpr std::size_t class_size(unsigned c) {
+  if (c <= 8) return c * 16u;
+  unsigned k = c - 9u, w = 7u + k / 4u;
+  return std::size_t(5u + k % 4u) << (w - 2u);
+}
+// Units per span: at least kMinBlocksPerSpan blocks, so big classes do not fragment segments.
+constexpr unsigned class_units(unsigned c) {
+  std::size_t u = (kMinBlocksPerSpan * class_size(c) + kUnitSize - 1) / kUnitSize;
+  return u == 0 ? 1u : static_cast<unsigned>(u);
+}
+static_assert(class_of(kMaxSmall) == kClasses - 1 && class_size(kClasses - 1) == kMaxSmall);
+static_assert(class_units(kClasses - 1) < kUnits);
+// The most blocks one span holds (the 16-byte class); bounds the checked-mode bitmaps.
+constexpr std::size_t kMaxCapacity = kUnitSize / 16;
+constexpr bool capacities_bounded() {
+  for (unsigned c = 1; c < kClasses; ++c)
+    if ((std::size_t(class_units(c)) << kUnitShift) / class_size(c) > kMaxCapacity) return false;
+  return true;
+}
+static_assert(capacities_bounded());
+
+struct small_class_table {
+  std::uint8_t v[kMaxSmall / 256 + 1] = {};  // index (size + 15) / 16 for size <= 1024
+  constexpr small_class_table() {
+    for (std::size_t i = 0; i <= 64; ++i) v[i] = static_cast<std::uint8_t>(class_of(i * 16));
+  }
+};
+inline constexpr small_class_table kSmallClass{};
+
+LIVEALLOC_ALWAYS_INLINE unsigned size_class(std::size_t size) noexcept {
+  if (LIVEALLOC_LIKELY(size <= 1024)) return kSmallClass.v[(size + 15) >> 4];
+  return class_of(size);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Core: pages, segments, heaps.
+// ------------------------------------------------------------------------------------------------
+
+struct heap;
+struct block {
+  block* next;
+};
+
+// A page describes a span: one or more 64 KiB units of a segment that serve one size class.
+// Invariant (owner thread, outside a call): used + length(free) + length(local_free) == reserved,
+// where blocks freed by other threads count as used until the owner drains its inbox.
+// The owner allocates from `free` and frees into `local_free`; the lists swap in the slow path,
+// so every `free` list's exhaustion sends the owner through the slow path regularly.
+// Everything malloc and free touch is in the first 48 bytes; the descriptor is one cache line.
+struct alignas(64) page {
+  block* free = nullptr;        // blocks the fast path hands out
+  block* local_free = nullptr;  // blocks the owner freed since the last swap
+  std::uint16_t used = 0;       // blocks handed out and not yet returned to this page
+  std::uint16_t reserved = 0;   // blocks carved so far (spans are carved lazily: pay as you go)
+  std::uint16_t capacity = 0;   // blocks that fit in the span (at most kMaxCapacity)
+  std::uint8_t cls = 0;
+  std::uint8_t in_full = 0;     // unlinked from its class queue: no free block was left
+  std::uint32_t block_size = 0;
+  std::uint8_t kept_empty = 0;  // used == 0, counted in heap::kept_empty, kept for reuse
+  std::uint8_t units = 0;       // span length in units; 0 on a free unit or a continuation
+  heap* owner = nullptr;
+  page* span = nullptr;         // the span's first descriptor (itself for the first)
+  page* next = nullptr;         // class queue (pages with free blocks, current page first)
+  page* prev = nullptr;
+#if LIVEALLOC_CHECKED
+  std::atomic<std::uint64_t>* live_bits = nullptr;  // one bit per block: handed out
+#endif
+};
+#if !LIVEALLOC_CHECKED
+static_assert(sizeof(page) == 64, "a page descriptor is one cache line");
+#endif
+
+struct segment {
+  std::uint32_t magic;
+  std::uint32_t kind;            // kKindSegment
+  heap* owner;
+  segment* next;
+  segment* prev;
+  std::uint64_t free_units;      // bit i set: unit i is free (unit 0 holds this header)
+  std::uint64_t dirty_units;     // free units whose memory has not gone back to the OS yet
+  std::uint32_t used_units;
+  page pages[kUnits];
+};
+static_assert(sizeof(segment) <= kUnitSize, "the segment header must fit its first unit");
+constexpr std::uint64_t kAllDataUnits = ~std::uint64_t(1);
+
+inline std::uint8_t* page_start(const page* pg) noexcept {
+  auto base = reinterpret_cast<std::uintptr_t>(pg) & ~kSegmentMask;
+  auto idx = static_cast<std::size_t>(pg - reinterpret_cast<const segment*>(base)->pages);
+  return reinterpret_cast<std::uint8_t*>(base + (idx << kUnitShift));
+}
+inline std::uint64_t unit_mask(unsigned idx, unsigned n) noexcept {
+  return ((n == 64 ? 0 : (std::uint64_t(1) << n)) - 1) << idx;
+}
+
+// Milliseconds from a coarse monotonic clock (vDSO, a few ns): good enough for purge delays.
+inline std::uint64_t now_ms() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000000u;
+}
+
+// In front of every large mapping, at its 4 MiB-aligned base; for alignments of 4 MiB and more
+// the user pointer is itself 4 MiB-aligned and the header sits right before it.
+struct large_header {
+  std::uint32_t magic;
+  std::uint32_t kind;  // kKindLarge
+  std::uint8_t* base;  // the mapping
+  std::size_t map_size;
+  std::size_t usable;  // bytes from the user pointer to the end of the mapping
+#if LIVEALLOC_CHECKED
+  std::atomic<std::uint32_t> live;
+#endif
+};
+static_assert(sizeof(large_header) <= kLargeHeader);
+
+struct class_counters {
+  std::atomic<std::uint64_t> allocs{0};           // blocks handed out
+  std::atomic<std::uint64_t> frees{0};            // blocks returned to this heap's pages
+  std::atomic<std::uint64_t> requested{0};        // bytes asked for
+  std::atomic<std::uint64_t> refills{0};          // slow-path entries (the fast path missed)
+  std::atomic<std::uint64_t> remote_sent{0};      // blocks this thread freed for another heap
+  std::atomic<std::uint64_t> remote_received{0};  // blocks other threads freed into this heap
+  std::atomic<std::uint64_t> pages_taken{0};      // spans this heap took from segments
+  std::atomic<std::uint64_t> pages_released{0};   // spans given back (and decommitted)
+};
+
+struct page_queue {
+  page* first = nullptr;
+  page* last = nullptr;
+};
+
+// Blocks this thread freed for one other heap, waiting to go back in one atomic push.
+struct outbox_slot {
+  heap* dest = nullptr;
+  block* head = nullptr;
+  block* tail = nullptr;
+  std::uint32_t count = 0;
+};
+
+enum heap_state : int { kHeapNew = 0, kHeapOwned = 1, kHeapAbandoned = 2, kHeapClaimed = 3 };
+
+// One per thread. Everything but `inbox` and `state` is touched only by the owning thread (or
+// by whoever holds kHeapClaimed on an abandoned heap). Heaps are never unmapped: the heap of an
+// exited thread goes to a pool and the next new thread adopts it with its pages.
+struct heap {
+  page* direct[kClasses] = {};  // the page the fast path allocates from; never null
+  class_counters stats[kClasses] = {};
+  page_queue queues[kClasses] = {};
+  std::uint32_t kept_empty[kClasses] = {};
+  outbox_slot outbox[kOutboxSlots] = {};
+  std::atomic<block*> inbox{nullptr};  // MPSC stack of blocks other threads freed into our pages
+  std::atomic<int> state{kHeapNew};
+  bool in_pool = false;
+  segment* segments = nullptr;
+  heap* next_all = nullptr;
+  heap* next_pool = nullptr;
+  std::uint64_t options_seen = 0;
+  std::uint64_t trim_seen = 0;
+  std::uint64_t purge_deadline = 0;  // now_ms() after which dirty free units go back to the OS
+  bool purge_pending = false;
+  std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
+  std::uint32_t batch = 32;
+  int tid = 0;
+  constexpr explicit heap(page* empty) noexcept {
+    for (auto& d : direct) d = empty;
+  }
+};
+
+// The state every thread starts in: each class points to an empty page, so the fast path needs
+// no null check; the slow path sees this heap and creates (or adopts) a real one. Never written.
+inline page g_empty_page{};
+inline heap g_empty_heap{&g_empty_page};
+
+// The one initial-exec TLS pointer. Trivial type and constant initializer: no TLS wrapper, no
+// __cxa_thread_atexit (which would call calloc).
+inline thread_local heap* tls_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
+
+struct large_cache_entry {
+  std::uint8_t* base;
+  std::size_t size;
+};
+
+struct global_state {
+  std::atomic<int> init{0};  // 0 not started, 1 in progress, 2 done
+  pthread_key_t key = 0;
+  spinlock meta_lock;  // metadata arena and the list of all heaps
+  std::uint8_t* meta_cur = nullptr;
+  std::uint8_t* meta_end = nullptr;
+  std::atomic<heap*> all_heaps{nullptr};
+  std::atomic<std::size_t> heap_count{0};
+  std::atomic<std::size_t> heaps_owned{0};
+  spinlock pool_lock;
+  heap* pool = nullptr;
+  spinlock segment_lock;
+  segment* segment_cache = nullptr;
+  std::size_t segment_cache_count = 0;
+  spinlock large_lock;
+  large_cache_entry large_cache[kLargeCacheSlots] = {};
+  unsigned large_cache_count = 0;
+  std::atomic<std::size_t> segments_mapped{0};
+  std::atomic<std::size_t> large_bytes{0}, large_count{0}, cached_bytes{0};
+  // Counts folded in from heaps are read from the heaps themselves; these are the rest.
+#if LIVEALLOC_CHECKED
+  std::atomic<std::uint8_t>* chunk_map = nullptr;  // per 4 MiB chunk: 1 segment, 2 large
+#endif
+};
+inline global_state g;
+
+// Metadata (heaps, checked-mode bitmaps) comes from a bump arena that is never returned: heaps
+// are reused, so it only grows with the peak number of threads.
+inline void* meta_alloc(std::size_t size) noexcept {
+  size = round_up(size, 64);
+  lock_guard guard(g.meta_lock);
+  if (static_cast<std::size_t>(g.meta_end - g.meta_cur) < size) {
+    std::size_t chunk = size > 256 * 1024 ? round_up(size, kOsPage) : 256 * 1024;
+    auto* p = static_cast<std::uint8_t*>(os_map(chunk));
+    if (!p) return nullptr;
+    g.meta_cur = p;
+    g.meta_end = p + chunk;
+  }
+  void* r = g.meta_cur;
+  g.meta_cur += size;
+  return r;
+}
+
+#if LIVEALLOC_CHECKED
+inline std::atomic<std::uint8_t>* chunk_map() noexcept {
+  // 2^47 bytes of user address space / 4 MiB = 2^25 chunks; mapped lazily, touched sparsely.
+  if (!g.chunk_map) {
+    lock_guard guard(g.meta_lock);
+    if (!g.chunk_map) g.chunk_map = static_cast<std::atomic<std::uint8_t>*>(os_map(1u << 25));
+    if (!g.chunk_map) fatal("cannot map the checked-mode chunk map", nullptr);
+  }
+  return g.chunk_map;
+}
+inline void chunk_mark(const void* p, std::size_t size, std::uint8_t kind) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p) >> kSegmentShift;
+  auto e = (reinterpret_cast<std::uintptr_t>(p) + size - 1) >> kSegmentShift;
+  for (; a <= e; ++a) chunk_map()[a].store(kind, std::memory_order_relaxed);
+}
+inline std::uint8_t chunk_kind(const void* p) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p) >> kSegmentShift;
+  if (a >= (1u << 25)) return 0;
+  return chunk_map()[a].load(std::memory_order_relaxed);
+}
+#endif
+
+// --- page queues ----------------------------------------------------------------------------
+
+inline void queue_set_direct(heap* h, unsigned cls) noexcept {
+  page* f = h->queues[cls].first;
+  h->direct[cls] = f ? f : &g_empty_page;
+}
+inline void queue_remove(heap* h, page* pg) noexcept {
+  page_queue& q = h->queues[pg->cls];
+  (pg->prev ? pg->prev->next : q.first) = pg->next;
+  (pg->next ? pg->next->prev : q.last) = pg->prev;
+  pg->next = pg->prev = nullptr;
+  queue_set_direct(h, pg->cls);
+}
+inline void queue_push_front(heap* h, page* pg) noexcept {
+  page_queue& q = h->queues[pg->cls];
+  pg->prev = nullptr;
+  pg->next = q.first;
+  (q.first ? q.first->prev : q.last) = pg;
+  q.first = pg;
+  h->direct[pg->cls] = pg;
+}
+inline void queue_push_back(heap* h, page* pg) noexcept {
+  page_queue& q = h->queues[pg->cls];
+  pg->next = nullptr;
+  pg->prev = q.last;
+  (q.last ? q.last->next : q.first) = pg;
+  q.last = pg;
+  queue_set_direct(h, pg->cls);
+}
+
+// --- segments and spans -----------------------------------------------------------------------
+
+// First index of `n` consecutive set bits in `bits`, or -1.
+inline int find_run(std::uint64_t bits, unsigned n) noexcept {
+  std::uint64_t m = bits;
+  for (unsigned k = 1; k < n && m; ++k) m &= bits >> k;
+  return m ? __builtin_ctzll(m) : -1;
+}
+
+inline segment* segment_alloc(heap* h) noexcept {
+  segment* s = nullptr;
+  {
+    lock_guard guard(g.segment_lock);
+    if ((s = g.segment_cache) != nullptr) {
+      g.segment_cache = s->next;
+      --g.segment_cache_count;
+      sub(g.cached_bytes, kSegmentSize);
+    }
+  }
+  if (!s) {
+    s = static_cast<segment*>(os_map_aligned(kSegmentSize, kSegmentSize));
+    if (!s) return nullptr;
+    add(g.segments_mapped, 1);
+    if (option(opt_hugepages)) os_hugepages(s, kSegmentSize);
+#if LIVEALLOC_CHECKED
+    chunk_mark(s, kSegmentSize, 1);
+#endif
+  }
+  s->magic = kMagic;
+  s->kind = kKindSegment;
+  s->owner = h;
+  s->free_units = kAllDataUnits;
+  s->dirty_units = 0;
+  s->used_units = 0;
+  s->prev = nullptr;
+  s->next = h->segments;
+  if (h->segments) h->segments->prev = s;
+  h->segments = s;
+  return s;
+}
+
+inline void segment_release(heap* h, segment* s) noexcept {
+  (s->prev ? s->prev->next : h->segments) = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->owner = nullptr;
+  {
+    lock_guard guard(g.segment_lock);
+    if (g.segment_cache_count < static_cast<std::size_t>(option(opt_segment_cache))) {
+      s->next = g.segment_cache;
+      g.segment_cache = s;
+      ++g.segment_cache_count;
+      add(g.cached_bytes, kSegmentSize);
+      return;
+    }
+  }
+#if LIVEALLOC_CHECKED
+  chunk_mark(s, kSegmentSize, 0);
+#endif
+  sub(g.segments_mapped, 1);
+  os_unmap(s, kSegmentSize);
+}
+
+inline page* page_alloc(heap* h, unsigned cls) noexcept {
+  const unsigned n = class_units(cls);
+  segment* s = h->segments;
+  int idx = -1;
+  // Units released recently are still resident: reusing them costs no page faults.
+  for (; s; s = s->next) {
+    if ((idx = find_run(s->free_units & s->dirty_units, n)) >= 0) break;
+    if ((idx = find_run(s->free_units, n)) >= 0) break;
+  }
+  if (!s) {
+    if (!(s = segment_alloc(h))) return nullptr;
+    idx = find_run(s->free_units, n);
+  }
+  s->free_units &= ~unit_mask(static_cast<unsigned>(idx), n);
+  s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
+  s->used_units += n;
+  page* pg = &s->pages[idx];
+  for (unsigned i = 1; i < n; ++i) s->pages[idx + i].span = pg;
+  pg->span = pg;
+  pg->units = static_cast<std::uint8_t>(n);
+  pg->cls = static_cast<std::uint8_t>(cls);
+  pg->block_size = static_cast<std::uint32_t>(class_size(cls));
+  pg->capacity = static_cast<std::uint16_t>((std::size_t(n) << kUnitShift) / pg->block_size);
+  pg->reserved = pg->used = 0;
+  pg->free = pg->local_free = nullptr;
+  pg->in_full = pg->kept_empty = 0;
+  pg->owner = h;
+  pg->next = pg->prev = nullptr;
+#if LIVEALLOC_CHECKED
+  if (!pg->live_bits) {
+    // Sized for the largest capacity so a descriptor's bitmap fits any class it serves later.
+    pg->live_bits = static_cast<std::atomic<std::uint64_t>*>(meta_alloc(kMaxCapacity / 8));
+    if (!pg->live_bits) fatal("out of memory for checked-mode metadata", nullptr);
+  }
+  for (unsigned i = 0; i < (pg->capacity + 63u) / 64u; ++i)
+    pg->live_bits[i].store(0, std::memory_order_relaxed);
+#endif
+  bump(h->stats[cls].pages_taken);
+  return pg;
+}
+
+inline void heap_purge(heap* h) noexcept;
+
+// Gives a page's span back to its segment; its memory goes back to the OS now (purge_delay 0) or
+// at the first slow path after the delay, unless a new page reuses it first.
+inline void page_release(heap* h, page* pg) noexcept {
+  if (pg->kept_empty) --h->kept_empty[pg->cls];
+  if (!pg->in_full) queue_remove(h, pg);
+  bump(h->stats[pg->cls].pages_released);
+  auto* s = reinterpret_cast<segment*>(reinterpret_cast<std::uintptr_t>(pg) & ~kSegmentMask);
+  const unsigned n = pg->units;
+  const unsigned idx = static_cast<unsigned>(pg - s->pages);
+  const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
+  if (delay == 0) {
+    // Only the carved part was ever touched.
+    std::size_t touched = round_up(std::size_t(pg->reserved) * pg->block_size, kOsPage);
+    if (touched) os_decommit(page_start(pg), touched);
+  } else {
+    s->dirty_units |= unit_mask(idx, n);
+    if (!h->purge_pending) {
+      h->purge_pending = true;
+      h->purge_deadline = now_ms() + delay;
+    }
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    s->pages[idx + i].span = nullptr;
+    s->pages[idx + i].units = 0;
+  }
+  pg->owner = nullptr;
+  pg->free = pg->local_free = nullptr;
+  pg->used = pg->reserved = pg->capacity = 0;
+  pg->in_full = pg->kept_empty = 0;
+  s->free_units |= unit_mask(idx, n);
+  s->used_units -= n;
+  if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
+}
+
+// Returns the memory of every dirty free unit to the OS and releases segments left empty.
+inline void heap_purge(heap* h) noexcept {
+  h->purge_pending = false;
+  for (segment* s = h->segments; s;) {
+    segment* next = s->next;
+    std::uint64_t d = s->dirty_units;
+    while (d) {
+      unsigned first = static_cast<unsigned>(__builtin_ctzll(d));
+      unsigned len = static_cast<unsigned>(__builtin_ctzll(~(d >> first)));
+      if (first + len > 64) len = 64 - first;
+      os_decommit(reinterpret_cast<std::uint8_t*>(s) + (std::size_t(first) << kUnitShift),
+                  std::size_t(len) << kUnitShift);
+      d &= ~unit_mask(first, len);
+    }
+    s->dirty_units = 0;
+    if (s->used_units == 0) segment_release(h, s);
+    s = next;
+  }
+}
+
+// Carves the next blocks of a span into its free list.
+inline void page_extend(page* pg) noexcept {
+  std::uint32_t n = static_cast<std::uint32_t>(kExtendBytes / pg->block_size);
+  if (n == 0) n = 1;
+  if (n > std::uint32_t(pg->capacity - pg->reserved)) n = std::uint32_t(pg->capacity - pg->reserved);
+  if (n == 0) return;
+  const std::size_t bs = pg->block_size;
+  std::uint8_t* p = page_start(pg) + std::size_t(pg->reserved) * bs;
+  block* first = reinterpret_cast<block*>(p);
+  for (std::uint32_t i = 1; i < n; ++i, p += bs)
+    reinterpret_cast<block*>(p)->next = reinterpret_cast<block*>(p + bs);
+  reinterpret_cast<block*>(p)->next = pg->free;
+  pg->free = first;
+  pg->reserved = static_cast<std::uint16_t>(pg->reserved + n);
+}
+
+// A page's used count reached zero: the current page of its class stays; others are kept up to
+// the recycling threshold, then released.
+inline void page_retire(heap* h, page* pg) noexcept {
+  if (pg == h->queues[pg->cls].first || pg->kept_empty) return;
+  if (h->kept_empty[pg->cls] < h->recycle) {
+    pg->kept_empty = 1;
+    ++h->kept_empty[pg->cls];
+    return;
+  }
+  page_release(h, pg);
+}
+
+// After a block went back to a page that was full or is now empty.
+LIVEALLOC_NOINLINE inline void page_after_free(heap* h, page* pg) noexcept {
+  if (pg->in_full) {
+    pg->in_full = 0;
+    queue_push_back(h, pg);
+  }
+  if (pg->used == 0) page_retire(h, pg);
+}
+
+// Returns a block to a page of heap `h`, in the owner's (or claimer's) context.
+LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexcept {
+  b->next = pg->local_free;
+  pg->local_free = b;
+  bump(h->stats[pg->cls].frees);
+  if (LIVEALLOC_UNLIKELY(--pg->used == 0 || pg->in_full)) page_after_free(h, pg);
+}
+
+inline page* page_of(const void* p) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto* s = reinterpret_cast<segment*>(a & ~kSegmentMask);
+  return s->pages[(a & kSegmentMask) >> kUnitShift].span;
+}
+
+// Releases kept empty pages (and the current page of a class if it is empty and `all`).
+inline bool heap_release_empty(heap* h, std::uint32_t keep, bool all) noexcept {
+  bool released = false;
+  for (unsigned c = 1; c < kClasses; ++c) {
+    for (page* pg = h->queues[c].first; pg;) {
+      page* next = pg->next;
+      bool excess_kept = pg->kept_empty && h->kept_empty[c] > keep;
+      bool idle_current = all && !pg->kept_empty && pg->used == 0;
+      if (excess_kept || idle_current) {
+        page_release(h, pg);
+        released = true;
+      }
+      pg = next;
+    }
+  }
+  return released;
+}
+
+// --- cross-thread frees -----------------------------------------------------------------------
+
+// Takes every block other threads freed into `h` and returns each to its page.
+inline void heap_drain_inbox(heap* h) noexcept {
+  if (!h->inbox.load(std::memory_order_relaxed)) return;
+  block* b = h->inbox.exchange(nullptr, std::memory_order_acquire);
+  while (b) {
+    block* next = b->next;
+    page* pg = page_of(b);
+    bump(h->stats[pg->cls].remote_received);
+    page_free_block(h, pg, b);
+    b = next;
+  }
+}
+
+inline void heap_try_collect_abandoned(heap* h) noexcept;
+
+// Pushes a chain of blocks onto `dest`'s inbox in one atomic operation.
+inline void inbox_push(heap* dest, block* head, block* tail) noexcept {
+  block* old = dest->inbox.load(std::memory_order_relaxed);
+  do tail->next = old;
+  while (!dest->inbox.compare_exchange_weak(old, head, std::memory_order_release,
+                                            std::memory_order_relaxed));
+  // Nobody will drain an exited thread's heap: collect it here so the memory comes back.
+  if (dest->state.load(std::memory_order_relaxed) == kHeapAbandoned) heap_try_collect_abandoned(dest);
+}
+
+inline void outbox_flush(heap* h) noexcept {
+  for (auto& slot : h->outbox) {
+    if (slot.count == 0) continue;
+    block* head = slot.head;
+    block* tail = slot.tail;
+    heap* dest = slot.dest;
+    slot = outbox_slot{};
+    inbox_push(dest, head, tail);
+  }
+}
+
+// --- heap life cycle ---------------------------------------------------------------------------
+
+inline void heap_apply_options(heap* h) noexcept {
+  std::uint64_t gen = g_options.generation.load(std::memory_order_acquire);
+  if (h->options_seen != gen) {
+    h->options_seen = gen;
+    h->recycle = static_cast<std::uint32_t>(option(opt_page_recycle));
+    h->batch = static_cast<std::uint32_t>(option(opt_remote_batch));
+    heap_release_empty(h, h->recycle, false);
+  }
+  std::uint64_t trim = g_options.trim_request.load(std::memory_order_relaxed);
+  if (h->trim_seen != trim) {
+    h->trim_seen = trim;
+    heap_release_empty(h, 0, true);
+    heap_purge(h);
+  }
+}
+
+// Everything the slow path does before looking for a page.
+inline void heap_maintain(heap* h) noexcept {
+  heap_apply_options(h);
+  if (h->purge_pending && now_ms() >= h->purge_deadline) heap_purge(h);
+  outbox_flush(h);
+  heap_drain_inbox(h);
+}
+
+inline void heap_collect(heap* h) noexcept {
+  outbox_flush(h);
+  heap_drain_inbox(h);
+  heap_release_empty(h, 0, true);
+  heap_purge(h);
+}
+
+inline void heap_try_collect_abandoned(heap* h) noexcept {
+  int expected = kHeapAbandoned;
+  if (!h->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
+    return;
+  heap_collect(h);
+  h->state.store(kHeapAbandoned, std::memory_order_release);
+}
+
+inline void pool_push(heap* h) noexcept {
+  lock_guard guard(g.pool_lock);
+  if (h->in_pool) return;
+  h->in_pool = true;
+  h->next_pool = g.pool;
+  g.pool = h;
+}
+
+inline heap* pool_take() noexcept {
+  lock_guard guard(g.pool_lock);
+  for (heap** link = &g.pool; *link; link = &(*link)->next_pool) {
+    heap* h = *link;
+    int expected = kHeapAbandoned;
+    if (h->state.compare_exchange_strong(expected, kHeapOwned, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+      *link = h->next_pool;
+      h->in_pool = false;
+      h->next_pool = nullptr;
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+// A thread exits (or a fork child inherits a heap whose thread is gone): give back what can be
+// given back, then put the heap in the pool for the next thread.
+inline void heap_abandon(heap* h) noexcept {
+  heap_collect(h);
+  g.heaps_owned.fetch_sub(1, std::memory_order_relaxed);
+  h->state.store(kHeapAbandoned, std::memory_order_release);
+  pool_push(h);
+  // A free that raced with the collection above may have landed in the inbox.
+  heap_try_collect_abandoned(h);
+}
+
+inline void on_thread_exit(void* arg) noexcept {
+  auto* h = static_cast<heap*>(arg);
+  if (tls_heap == h) tls_heap = &g_empty_heap;
+  heap_abandon(h);
+}
+
+inline void fork_prepare() noexcept {
+  g.meta_lock.lock();
+  g.pool_lock.lock();
+  g.segment_lock.lock();
+  g.large_lock.lock();
+}
+inline void fork_parent() noexcept {
+  g.large_lock.unlock();
+  g.segment_lock.unlock();
+  g.pool_lock.unlock();
+  g.meta_lock.unlock();
+}
+// In the child only the forking thread exists: every other heap is orphaned and goes to the pool.
+inline void fork_child() noexcept {
+  fork_parent();
+  std::size_t owned = 0;
+  for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
+    if (h == tls_heap) {
+      ++owned;
+      continue;
+    }
+    int s = h->state.load(std::memory_order_relaxed);
+    if (s == kHeapOwned || s == kHeapClaimed) {
+      h->state.store(kHeapAbandoned, std::memory_order_relaxed);
+      pool_push(h);
+    }
+  }
+  g.heaps_owned.store(owned, std::memory_order_relaxed);
+}
+
+// Once per process, on the first allocation. Nothing here may allocate.
+inline bool process_init() noexcept {
+  if (LIVEALLOC_LIKELY(g.init.load(std::memory_order_acquire) == 2)) return true;
+  int expected = 0;
+  if (g.init.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    read_environment();
+    if (pthread_key_create(&g.key, on_thread_exit) != 0) {
+      g.init.store(0, std::memory_order_release);
+      return false;
+    }
+    g.init.store(2, std::memory_order_release);
+    // After init is marked done: registering may itself call malloc.
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (option(opt_verbose)) print_options();
+    return true;
+  }
+  while (g.init.load(std::memory_order_acquire) == 1) sched_yield();
+  return g.init.load(std::memory_order_acquire) == 2;
+}
+
+LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
+  if (!process_init()) return nullptr;
+  heap* h = pool_take();
+  if (!h) {
+    void* mem = meta_alloc(sizeof(heap));
+    if (!mem) return nullptr;
+    h = new (mem) heap(&g_empty_page);
+    h->state.store(kHeapOwned, std::memory_order_relaxed);
+    lock_guard guard(g.meta_lock);
+    h->next_all = g.all_heaps.load(std::memory_order_relaxed);
+    g.all_heaps.store(h, std::memory_order_release);
+    g.heap_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  g.heaps_owned.fetch_add(1, std::memory_order_relaxed);
+  h->tid = static_cast<int>(syscall(SYS_gettid));
+  h->options_seen = 0;  // apply the current options at the first slow path
+  heap_apply_options(h);
+  tls_heap = h;
+  // After tls_heap is set: pthread_setspecific may calloc for high key numbers.
+  pthread_setspecific(g.key, h);
+  return h;
+}
+
+// --- small allocation -------------------------------------------------------------------------
+
+// Finds a page of class `cls` with a free block and makes it the current page.
+inline page* find_page(heap* h, unsigned cls) noexcept {
+  for (page* pg = h->queues[cls].first; pg;) {
+    page* next = pg->next;
+    if (!pg->free) {
+      pg->free = pg->local_free;
+      pg->local_free = nullptr;
+    }
+    if (!pg->free) page_extend(pg);
+    if (pg->free) {
+      if (pg != h->queues[cls].first) {
+        queue_remove(h, pg);
+        queue_push_front(h, pg);
+      }
+      if (pg->kept_empty) {
+        pg->kept_empty = 0;
+        --h->kept_empty[cls];
+      }
+      return pg;
+    }
+    queue_remove(h, pg);
+    pg->in_full = 1;
+    pg = next;
+  }
+  page* pg = page_alloc(h, cls);
+  if (!pg) return nullptr;
+  queue_push_front(h, pg);
+  page_extend(pg);
+  return pg;
+}
+
+#if LIVEALLOC_CHECKED
+inline void checked_on_alloc(page* pg, block* b) noexcept {
+  std::size_t i = static_cast<std::size_t>(reinterpret_cast<std::uint8_t*>(b) - page_start(pg)) /
+                  pg->block_size;
+  pg->live_bits[i / 64].fetch_or(std::uint64_t(1) << (i % 64), std::memory_order_relaxed);
+}
+#endif
+
+LIVEALLOC_ALWAYS_INLINE void* take_block(heap* h, page* pg, std::size_t size) noexcept {
+  block* b = pg->free;
+  pg->free = b->next;
+  ++pg->used;
+  class_counters& c = h->stats[pg->cls];
+  bump(c.allocs);
+  bump(c.requested, size);
+#if LIVEALLOC_CHECKED
+  checked_on_alloc(pg, b);
+#endif
+  return b;
+}
+
+LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) noexcept {
+  heap* h = tls_heap;
+  if (h == &g_empty_heap && !(h = thread_init())) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  heap_maintain(h);
+  bump(h->stats[cls].refills);
+  page* pg = find_page(h, cls);
+  if (!pg) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return take_block(h, pg, size);
+}
+
+LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
+  heap* h = tls_heap;
+  page* pg = h->direct[cls];
+  if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, size);
+  return allocate_slow(cls, size);
+}
+
+// --- large allocation ---------------------------------------------------------------------------
+
+inline large_header* large_of(const void* p) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  if ((a & kSegmentMask) == 0) return reinterpret_cast<large_header*>(a - kLargeHeader);
+  return reinterpret_cast<large_header*>(a & ~kSegmentMask);
+}
+
+// A cached mapping of at least `need` bytes and at most twice that (so a small request does not
+// pin a huge mapping), best fit; its pages are still resident, which is the point.
+inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
+  lock_guard guard(g.large_lock);
+  int best = -1;
+  for (unsigned i = 0; i < g.large_cache_count; ++i) {
+    std::size_t s = g.large_cache[i].size;
+    if (s >= need && s / 2 <= need && (best < 0 || s < g.large_cache[best].size))
+      best = static_cast<int>(i);
+  }
+  if (best < 0) return nullptr;
+  large_cache_entry e = g.large_cache[best];
+  g.large_cache[best] = g.large_cache[--g.large_cache_count];
+  sub(g.cached_bytes, e.size);
+  *size = e.size;
+  return e.base;
+}
+
+// Keeps a freed mapping for reuse within the large_cache budget, evicting the oldest entries.
+inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
+  const std::size_t limit = static_cast<std::size_t>(option(opt_large_cache)) << 20;
+  large_cache_entry evicted[kLargeCacheSlots];
+  unsigned n_evicted = 0;
+  bool kept = false;
+  if (size <= limit) {
+    lock_guard guard(g.large_lock);
+    std::size_t bytes = 0;
+    for (unsigned i = 0; i < g.large_cache_count; ++i) bytes += g.large_cache[i].size;
+    while (g.large_cache_count > 0 &&
+           (bytes + size > limit || g.large_cache_count == kLargeCacheSlots)) {
+      evicted[n_evicted++] = g.large_cache[0];
+      bytes -= g.large_cache[0].size;
+      sub(g.cached_bytes, g.large_cache[0].size);
+      memmove(&g.large_cache[0], &g.large_cache[1],
+              (g.large_cache_count - 1) * sizeof(large_cache_entry));
+      --g.large_cache_count;
+    }
+    g.large_cache[g.large_cache_count++] = {base, size};
+    add(g.cached_bytes, size);
+    kept = true;
+  }
+  for (unsigned i = 0; i < n_evicted; ++i) os_unmap(evicted[i].base, evicted[i].size);
+  if (!kept) os_unmap(base, size);
+}
+
+inline bool large_cache_clear() noexcept {
+  large_cache_entry all[kLargeCacheSlots];
+  unsigned n;
+  {
+    lock_guard guard(g.large_lock);
+    n = g.large_cache_count;
+    memcpy(all, g.large_cache, n * sizeof(large_cache_entry));
+    for (unsigned i = 0; i < n; ++i) sub(g.cached_bytes, all[i].size);
+    g.large_cache_count = 0;
+  }
+  for (unsigned i = 0; i < n; ++i) os_unmap(all[i].base, all[i].size);
+  return n > 0;
+}
+
+inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,
+                              std::size_t usable) noexcept {
+  hdr->magic = kMagic;
+  hdr->kind = kKindLarge;
+  hdr->base = base;
+  hdr->map_size = map_size;
+  hdr->usable = usable;
+#if LIVEALLOC_CHECKED
+  hdr->live.store(1, std::memory_order_relaxed);
+  chunk_mark(base, map_size, 2);
+#endif
+  add(g.large_bytes, map_size);
+  add(g.large_count, 1);
+}
+
+// `align` is a power of two >= 16. Sets *fresh when the memory comes straight from mmap (zeros).
+LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t align,
+                                               bool* fresh = nullptr) noexcept {
+  if (!process_init()) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::size_t need;
+  if (size > PTRDIFF_MAX || align > (std::size_t(1) << 40)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (align < kSegmentSize) {
+    std::size_t off = align > kLargeHeader ? align : kLargeHeader;
+    need = round_up(off + size, kOsPage);
+    std::size_t map_size = 0;
+    std::uint8_t* base = large_cache_take(need, &map_size);
+    if (fresh) *fresh = base == nullptr;
+    if (!base) {
+      base = static_cast<std::uint8_t*>(os_map_aligned(need, kSegmentSize));
+      map_size = need;
+      if (!base) {
+        errno = ENOMEM;
+        return nullptr;
+      }
+      if (option(opt_hugepages)) os_hugepages(base, map_size);
+    }
+    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off);
+    return base + off;
+  }
+  // Alignment of 4 MiB or more: the user pointer is 4 MiB-aligned, the header right before it.
+  need = round_up(size, kOsPage) + align;
+  auto* base = static_cast<std::uint8_t*>(os_map_aligned(need, align));
+  if (!base) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (fresh) *fresh = true;
+  std::uint8_t* user = base + align;
+  large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align);
+  return user;
+}
+
+inline void free_large(large_header* hdr) noexcept {
+  sub(g.large_bytes, hdr->map_size);
+  sub(g.large_count, 1);
+  std::uint8_t* base = hdr->base;
+  std::size_t size = hdr->map_size;
+  if (reinterpret_cast<std::uint8_t*>(hdr) == base) {
+    large_cache_put(base, size);
+  } else {
+#if LIVEALLOC_CHECKED
+    chunk_mark(base, size, 0);
+#endif
+    os_unmap(base, size);
+  }
+}
+
+// --- checked mode --------------------------------------------------------------------------------
+
+#if LIVEALLOC_CHECKED
+// Validates a pointer about to be freed and marks it free; aborts with the address otherwise.
+inline void checked_free(const void* p, std::size_t size, bool sized) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint8_t kind = chunk_kind(p);
+  if ((a & kSegmentMask) == 0 && a >= kLargeHeader) kind = chunk_kind(reinterpret_cast<const void*>(a - kLargeHeader)) == 2 ? 2 : 0;
+  if (kind == 1 && (a & kSegmentMask) != 0) {
+    auto* s = reinterpret_cast<segment*>(a & ~kSegmentMask);
+    page* pg = s->pages[(a & kSegmentMask) >> kUnitShift].span;
+    if (s->magic != kMagic || s->kind != kKindSegment || !pg || !pg->owner ||
+        a < reinterpret_cast<std::uintptr_t>(page_start(pg)))
+      fatal("free of a pointer livealloc never returned:", p);
+    std::size_t off = a - reinterpret_cast<std::uintptr_t>(page_start(pg));
+    std::size_t i = off / pg->block_size;
+    if (off % pg->block_size != 0 || i >= pg->reserved)
+      fatal("free of a pointer livealloc never returned:", p);
+    std::uint64_t bit = std::uint64_t(1) << (i % 64);
+    if (sized && (size > pg->block_size))
+      fatal("sized free with a size larger than the block:", p);
+    if (!(pg->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit))
+      fatal("double free of", p);
+    return;
+  }
+  if (kind == 2) {
+    large_header* hdr = large_of(p);
+    if (hdr->magic != kMagic || hdr->kind != kKindLarge ||
+        a != reinterpret_cast<std::uintptr_t>(hdr->base) + hdr->map_size - hdr->usable)
+      fatal("free of a pointer livealloc never returned:", p);
+    if (sized && size > hdr->usable) fatal("sized free with a size larger than the block:", p);
+    if (hdr->live.exchange(0, std::memory_order_relaxed) != 1) fatal("double free of", p);
+    return;
+  }
+  fatal("free of a pointer livealloc never returned:", p);
+}
+#endif
+
+// --- free ------------------------------------------------------------------------------------
+
+LIVEALLOC_ALWAYS_INLINE bool is_large(const void* p) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  return (a & kSegmentMask) == 0 ||
+         reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment;
+}
+
+// A block of another heap: gather it in the outbox slot for its owner; hand the batch back when
+// it is full, when the slot is needed for another owner, and at every slow path of this thread.
+LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
+  heap* h = tls_heap;
+  heap* owner = pg->owner;
+  if (h == &g_empty_heap) h = thread_init();
+  if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
+    b->next = nullptr;
+    inbox_push(owner, b, b);
+    return;
+  }
+  if (owner == h) {  // a newly adopted heap may own the page
+    page_free_block(h, pg, b);
+    return;
+  }
+  bump(h->stats[pg->cls].remote_sent);
+  outbox_slot& slot = h->outbox[(reinterpret_cast<std::uintptr_t>(owner) >> 6) % kOutboxSlots];
+  if (slot.dest != owner) {
+    if (slot.count) inbox_push(slot.dest, slot.head, slot.tail);
+    slot = outbox_slot{owner, nullptr, nullptr, 0};
+  }
+  b->next = slot.head;
+  slot.head = b;
+  if (!slot.tail) slot.tail = b;
+  if (++slot.count >= h->batch) {
+    block* head = slot.head;
+    block* tail = slot.tail;
+    slot = outbox_slot{};
+    inbox_push(owner, head, tail);
+  }
+}
+
+LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
+  page* pg = page_of(p);
+  heap* h = tls_heap;
+  if (LIVEALLOC_LIKELY(pg->owner == h)) return page_free_block(h, pg, static_cast<block*>(p));
+  free_remote(pg, static_cast<block*>(p));
+}
+
+LIVEALLOC_ALWAYS_INLINE void free_impl(void* p) noexcept {
+  if (LIVEALLOC_UNLIKELY(p == nullptr)) return;
+#if LIVEALLOC_CHECKED
+  checked_free(p, 0, false);
+#endif
+  if (LIVEALLOC_UNLIKELY(is_large(p))) return free_large(large_of(p));
+  free_small(p);
+}
+
+LIVEALLOC_ALWAYS_INLINE void free_sized_impl(void* p, std::size_t size) noexcept {
+  if (LIVEALLOC_UNLIKELY(p == nullptr)) return;
+#if LIVEALLOC_CHECKED
+  checked_free(p, size, true);
+#else
+  (void)size;  // the page lookup is a mask and a load: the size would not make it cheaper
+#endif
+  if (LIVEALLOC_UNLIKELY(is_large(p))) return free_large(large_of(p));
+  free_small(p);
+}
+
+// --- the rest of the malloc family ---------------------------------------------------------------
+
+LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
+  if (LIVEALLOC_LIKELY(size <= kMaxSmall)) return allocate_class(size_class(size), size);
+  return allocate_large(size, 16);
+}
+
+inline std::size_t usable_size_impl(const void* p) noexcept {
+  if (!p) return 0;
+  if (is_large(p)) return large_of(p)->usable;
+  return page_of(p)->block_size;
+}
+
+// `align` must be a power of two (callers check).
+inline void* aligned_impl(std::size_t size, std::size_t align) noexcept {
+  if (align <= 16) return malloc_impl(size);
+  if (align <= kUnitSize && size <= kMaxSmall) {
+    // Spans start 64 KiB-aligned, so every block of a class whose size is a multiple of `align`
+    // is aligned: no interior pointers, and free needs no special case.
+    for (unsigned c = class_of(size < align ? align : size); c < kClasses; ++c)
+      if (class_size(c) % align == 0) return allocate_class(c, size);
+  }
+  return allocate_large(size, align);
+}
+
+inline void* calloc_impl(std::size_t n, std::size_t size) noexcept {
+  std::size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (total <= kMaxSmall) {
+    void* p = allocate_class(size_class(total), total);
+    if (p) memset(p, 0, total);
+    return p;
+  }
+  bool fresh = false;
+  void* p = allocate_large(total, 16, &fresh);
+  if (p && !fresh) memset(p, 0, total);
+  return p;
+}
+
+// Grows or shrinks a large mapping in place, or moves its pages without copying (mremap).
+inline void* realloc_large(void* p, std::size_t size) noexcept {
+  large_header* hdr = large_of(p);
+  if (reinterpret_cast<std::uint8_t*>(hdr) != hdr->base || size <= kMaxSmall) return nullptr;
+  std::uint8_t* base = hdr->base;
+  std::size_t off = static_cast<std::size_t>(static_cast<std::uint8_t*>(p) - base);
+  if (size > PTRDIFF_MAX - off - kOsPage) return nullptr;
+  std::size_t need = round_up(off + size, kOsPage);
+  std::size_t old = hdr->map_size;
+  if (need <= old) {
+    if (need >= old / 2) return p;  // shrinking by less than half: keep it
+    os_unmap(base + need, old - need);
+#if LIVEALLOC_CHECKED
+    chunk_mark(base + need, old - need, 0);
+    chunk_mark(base, need, 2);
+#endif
+  } else if (mremap(base, old, need, 0) == MAP_FAILED) {
+    void* target = os_map_aligned(need, kSegmentSize);
+    if (!target) return nullptr;
+    void* moved = mremap(base, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (moved == MAP_FAILED) {
+      os_unmap(target, need);
+      return nullptr;
+    }
+#if LIVEALLOC_CHECKED
+    chunk_mark(base, old, 0);
+#endif
+    base = static_cast<std::uint8_t*>(moved);
+    hdr = reinterpret_cast<large_header*>(base);
+    hdr->base = base;
+  }
+  add(g.large_bytes, need);
+  sub(g.large_bytes, old);
+  hdr->map_size = need;
+  hdr->usable = need - off;
+#if LIVEALLOC_CHECKED
+  chunk_mark(base, need, 2);
+#endif
+  return base + off;
+}
+
+inline void* realloc_impl(void* p, std::size_t size) noexcept {
+  if (!p) return malloc_impl(size);
+  if (size == 0) {
+    free_impl(p);
+    return nullptr;
+  }
+  std::size_t usable = usable_size_impl(p);
+  if (is_large(p)) {
+    if (void* q = realloc_large(p, size)) return q;
+  } else if (size <= usable && size >= usable / 2) {
+    return p;
+  }
+  void* q = malloc_impl(size);
+  if (!q) return nullptr;  // p is untouched, errno is ENOMEM
+  memcpy(q, p, usable < size ? usable : size);
+  free_impl(p);
+  return q;
+}
+
+inline bool trim_impl() noexcept {
+  bool released = false;
+  g_options.trim_request.fetch_add(1, std::memory_order_relaxed);
+  heap* h = tls_heap;
+  if (h != &g_empty_heap) {
+    h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
+    outbox_flush(h);
+    heap_drain_inbox(h);
+    released |= heap_release_empty(h, 0, true);
+    std::size_t before = g_os.madvise_calls.load(std::memory_order_relaxed);
+    heap_purge(h);
+    released |= g_os.madvise_calls.load(std::memory_order_relaxed) != before;
+  }
+  for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
+    if (a->state.load(std::memory_order_relaxed) != kHeapAbandoned) continue;
+    std::size_t before = g_os.madvise_calls.load(std::memory_order_relaxed);
+    heap_try_collect_abandoned(a);
+    released |= g_os.madvise_calls.load(std::memory_order_relaxed) != before;
+  }
+  released |= large_cache_clear();
+  segment* list;
+  {
+    lock_guard guard(g.segment_lock);
+    list = g.segment_cache;
+    g.segment_cache = nullptr;
+    sub(g.cached_bytes, g.segment_cache_count * kSegmentSize);
+    g.segment_cache_count = 0;
+  }
+  while (list) {
+    segment* next = list->next;
+#if LIVEALLOC_CHECKED
+    chunk_mark(list, kSegmentSize, 0);
+#endif
+    sub(g.segments_mapped, 1);
+    os_unmap(list, kSegmentSize);
+    list = next;
+    released = true;
+  }
+  return released;
+}
+
+inline stats stats_impl() noexcept {
+  stats s{};
+  for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
+    for (unsigned c = 1; c < kClasses; ++c) {
+      const class_counters& k = h->stats[c];
+      std::uint64_t a = k.allocs.load(std::memory_order_relaxed);
+      std::uint64_t f = k.frees.load(std::memory_order_relaxed);
+      s.allocated_bytes += a * class_size(c);
+      s.requested_bytes += k.requested.load(std::memory_order_relaxed);
+      // Counters of one heap are read while its owner runs: clamp the transient.
+      if (a > f) s.live_bytes += (a - f) * class_size(c);
+    }
+  }
+  s.segment_bytes = g.segments_mapped.load(std::memory_order_relaxed) * kSegmentSize;
+  s.large_bytes = g.large_bytes.load(std::memory_order_relaxed);
+  s.large_count = g.large_count.load(std::memory_order_relaxed);
+  s.live_bytes += s.large_bytes;
+  s.cached_bytes = g.cached_bytes.load(std::memory_order_relaxed);
+  s.heaps = g.heap_count.load(std::memory_order_relaxed);
+  s.heaps_in_use = g.heaps_owned.load(std::memory_order_relaxed);
+  s.mmap_calls = g_os.mmap_calls.load(std::memory_order_relaxed);
+  s.munmap_calls = g_os.munmap_calls.load(std::memory_order_relaxed);
+  s.madvise_calls = g_os.madvise_calls.load(std::memory_order_relaxed);
+  return s;
+}
+
+// Walks the calling thread's heap and checks the invariants written next to the structures.
+// For tests and debug builds; returns false (and says why on stderr) on the first violation.
+inline bool heap_is_valid() noexcept {
+  heap* h = tls_heap;
+  if (h == &g_empty_heap) return true;
+  auto fail = [](const char* why) {
+    message m;
+    m << "livealloc: heap invalid: " << why;
+    m.print();
+    return false;
+  };
+  for (unsigned c = 1; c < kClasses; ++c) {
+    const page_queue& q = h->queues[c];
+    if (h->direct[c] != (q.first ? q.first : &g_empty_page)) return fail("direct != queue head");
+    std::uint32_t kept = 0;
+    for (page* pg = q.first; pg; pg = pg->next) {
+      if (pg->owner != h || pg->cls != c || pg->span != pg || pg->in_full)
+        return fail("page in the wrong queue");
+      if ((pg->next ? pg->next->prev : q.last) != pg) return fail("broken queue links");
+      if (!(pg->used <= pg->reserved && pg->reserved <= pg->capacity))
+        return fail("used <= reserved <= capacity");
+      std::uint32_t n = 0;
+      for (block* b = pg->free; b; b = b->next) ++n;
+      for (block* b = pg->local_free; b; b = b->next) ++n;
+      if (pg->used + n != pg->reserved) return fail("used + free blocks != reserved");
+      kept += pg->kept_empty;
+    }
+    if (kept != h->kept_empty[c]) return fail("kept_empty count");
+  }
+  for (segment* s = h->segments; s; s = s->next) {
+    if (s->magic != kMagic || s->owner != h) return fail("segment header");
+    unsigned used = 0;
+    for (unsigned i = 1; i < kUnits; ++i) {
+      bool is_free = (s->free_units >> i) & 1;
+      if (is_free != (s->pages[i].span == nullptr)) return fail("free unit bitmap");
+      used += !is_free;
+    }
+    if (used != s->used_units) return fail("used_units");
+    if (s->dirty_units & ~s->free_units) return fail("a dirty unit is not free");
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Options API.
+// ------------------------------------------------------------------------------------------------
+
+inline option_status set_option_impl(const char* name, long long value) noexcept {
+  int id = name ? find_option(name, strlen(name)) : -1;
+  if (id < 0) return option_status::unknown_name;
+  const option_info& o = kOptionTable[id];
+  if (!o.live) return option_status::not_live;
+  if (value < o.lo || value > o.hi) return option_status::out_of_range;
+  g_options.v[id].store(value, std::memory_order_relaxed);
+  g_options.generation.fetch_add(1, std::memory_order_release);
+  return option_status::ok;
+}
+
+// ------------------------------------------------------------------------------------------------
+// libstdc++ hooks. The preload library must not load libstdc++ into C programs (it costs 1.5 MB
+// of RSS and over a millisecond at start), so there the two symbols are referenced weakly: a
+// program that calls operator new has libstdc++ loaded anyway.
+// ------------------------------------------------------------------------------------------------
+
+#ifdef LIVEALLOC_PRELOAD
+extern "C" std::new_handler livealloc_weak_get_new_handler() noexcept
+    __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
+extern "C" [[noreturn]] void livealloc_weak_throw_bad_alloc()
+    __asm__("_ZSt17__throw_bad_allocv") __attribute__((weak));
+inline std::new_handler current_new_handler() noexcept {
+  return livealloc_weak_get_new_handler ? livealloc_weak_get_new_handler() : nullptr;
+}
+[[noreturn]] inline void throw_bad_alloc() {
+  if (livealloc_weak_throw_bad_alloc) livealloc_weak_throw_bad_alloc();
+  fatal("operator new failed and libstdc++ is not loaded to throw std::bad_alloc", nullptr);
+}
+#else
+inline std::new_handler current_new_handler() noexcept { return std::get_new_handler(); }
+[[noreturn]] inline void throw_bad_alloc() { throw std::bad_alloc(); }
+#endif
+
+// operator new after a failed allocation: call the new-handler until it succeeds or there is none.
+LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, bool nothrow) {
+  for (;;) {
+    std::new_handler handler = current_new_handler();
+    if (!handler) {
+      if (nothrow) return nullptr;
+      throw_bad_alloc();
+    }
+    if (nothrow) {
+      try {
+        handler();
+      } catch (...) {
+        return nullptr;
+      }
+    } else {
+      handler();
+    }
+    void* p = align ? aligned_impl(size, align) : malloc_impl(size);
+    if (p) return p;
+  }
+}
+
+LIVEALLOC_ALWAYS_INLINE void* new_impl(std::size_t size) {
+  void* p = malloc_impl(size);
+  if (LIVEALLOC_LIKELY(p != nullptr)) return p;
+  return new_retry(size, 0, false);
+}
+LIVEALLOC_ALWAYS_INLINE void* new_nothrow_impl(std::size_t size) noexcept {
+  void* p = malloc_impl(size);
+  if (LIVEALLOC_LIKELY(p != nullptr)) return p;
+  return new_retry(size, 0, true);
+}
+inline void* new_aligned_impl(std::size_t size, std::size_t align) {
+  if (!is_pow2(align)) throw_bad_alloc();
+  void* p = aligned_impl(size, align);
+  if (LIVEALLOC_LIKELY(p != nullptr)) return p;
+  return new_retry(size, align, false);
+}
+inline void* new_aligned_nothrow_impl(std::size_t size, std::size_t align) noexcept {
+  if (!is_pow2(align)) return nullptr;
+  void* p = aligned_impl(size, align);
+  if (LIVEALLOC_LIKELY(p != nullptr)) return p;
+  return new_retry(size, align, true);
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------------
+// Front: the C++ API.
+// ------------------------------------------------------------------------------------------------
+
+inline void* allocate(std::size_t size) noexcept { return detail::malloc_impl(size); }
+inline void* allocate_aligned(std::size_t size, std::size_t alignment) noexcept {
+  if (!detail::is_pow2(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return detail::aligned_impl(size, alignment);
+}
+inline void* allocate_zeroed(std::size_t count, std::size_t size) noexcept {
+  return detail::calloc_impl(count, size);
+}
+inline void* reallocate(void* ptr, std::size_t size) noexcept {
+  return detail::realloc_impl(ptr, size);
+}
+inline void deallocate(void* ptr) noexcept { detail::free_impl(ptr); }
+inline void deallocate(void* ptr, std::size_t size) noexcept {
+  detail::free_sized_impl(ptr, size);
+}
+inline std::size_t usable_size(const void* ptr) noexcept { return detail::usable_size_impl(ptr); }
+inline bool trim() noexcept { return detail::trim_impl(); }
+inline option_status set_option(const char* name, long long value) noexcept {
+  return detail::set_option_impl(name, value);
+}
+inline bool get_option(const char* name, long long* value) noexcept {
+  int id = name ? detail::find_option(name, strlen(name)) : -1;
+  if (id < 0) return false;
+  if (value) *value = detail::option(static_cast<detail::option_id>(id));
+  return true;
+}
+inline std::uint64_t options_generation() noexcept {
+  return detail::g_options.generation.load(std::memory_order_acquire);
+}
+inline stats get_stats() noexcept { return detail::stats_impl(); }
+
+// A standard allocator over livealloc, for containers.
+template <class T>
+struct stl_allocator {
+  using value_type = T;
+  stl_allocator() noexcept = default;
+  template <class U>
+  stl_allocator(const stl_allocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (n > std::size_t(PTRDIFF_MAX) / sizeof(T)) detail::throw_bad_alloc();
+    void* p = alignof(T) > 16 ? detail::new_aligned_impl(n * sizeof(T), alignof(T))
+                              : detail::new_impl(n * sizeof(T));
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { detail::free_sized_impl(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const stl_allocator<U>&) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const stl_allocator<U>&) const noexcept {
+    return false;
+  }
+};
+
+// A std::pmr::memory_resource over livealloc; all instances are interchangeable.
+class memory_resource final : public std::pmr::memory_resource {
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override {
+    if (!detail::is_pow2(alignment)) detail::throw_bad_alloc();
+    return alignment > 16 ? detail::new_aligned_impl(bytes, alignment) : detail::new_impl(bytes);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t) noexcept override {
+    detail::free_sized_impl(p, bytes);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return dynamic_cast<const livealloc::memory_resource*>(&other) != nullptr;
+  }
+};
+// The process-wide instance. Never destroyed, so static destructors may still use it.
+inline memory_resource* resource() noexcept {
+  alignas(memory_resource) static unsigned char storage[sizeof(memory_resource)];
+  static memory_resource* instance = new (storage) memory_resource();
+  return instance;
+}
+
+}  // namespace v0
+}  // namespace livealloc
+
+// ------------------------------------------------------------------------------------------------
+// Override: the C ABI and the replaceable C++ operators, in the one translation unit that asks.
+// ------------------------------------------------------------------------------------------------
+
+#ifdef LIVEALLOC_OVERRIDE
+#define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default")))
+#define LIVEALLOC_CXX_EXPORT __attribute__((visibility("default")))
+namespace livealloc_abi = livealloc::detail;
+
+LIVEALLOC_EXPORT void* malloc(size_t size) noexcept { return livealloc_abi::malloc_impl(size); }
+LIVEALLOC_EXPORT void free(void* p) noexcept { livealloc_abi::free_impl(p); }
+LIVEALLOC_EXPORT void* calloc(size_t n, size_t size) noexcept {
+  return livealloc_abi::calloc_impl(n, size);
+}
+LIVEALLOC_EXPORT void* realloc(void* p, size_t size) noexcept {
+  return livealloc_abi::realloc_impl(p, size);
+}
+LIVEALLOC_EXPORT void* reallocarray(void* p, size_t n, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return livealloc_abi::realloc_impl(p, total);
+}
+// C17 7.22.3.1: an alignment the implementation does not support gives NULL; glibc (and POSIX)
+// report EINVAL for one that is not a power of two.
+LIVEALLOC_EXPORT void* aligned_alloc(size_t align, size_t size) noexcept {
+  if (!livealloc_abi::is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return livealloc_abi::aligned_impl(size, align);
+}
+// POSIX: EINVAL unless a power of two multiple of sizeof(void*); *memptr untouched on failure.
+LIVEALLOC_EXPORT int posix_memalign(void** memptr, size_t align, size_t size) noexcept {
+  if (!livealloc_abi::is_pow2(align) || align % sizeof(void*) != 0) return EINVAL;
+  int saved = errno;
+  void* p = livealloc_abi::aligned_impl(size, align);
+  if (!p) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *memptr = p;
+  return 0;
+}
+// glibc rounds an alignment that is not a power of two up to the next one.
+LIVEALLOC_EXPORT void* memalign(size_t align, size_t size) noexcept {
+  if (align > (size_t(1) << 40)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!livealloc_abi::is_pow2(align)) align = align <= 1 ? 1 : size_t(1) << (64 - __builtin_clzll(align - 1));
+  return livealloc_abi::aligned_impl(size, align);
+}
+LIVEALLOC_EXPORT void* valloc(size_t size) noexcept {
+  return livealloc_abi::aligned_impl(size, livealloc_abi::kOsPage);
+}
+LIVEALLOC_EXPORT void* pvalloc(size_t size) noexcept {
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  size_t rounded = livealloc_abi::round_up(size ? size : 1, livealloc_abi::kOsPage);
+  return livealloc_abi::aligned_impl(rounded, livealloc_abi::kOsPage);
+}
+LIVEALLOC_EXPORT size_t malloc_usable_size(void* p) noexcept {
+  return livealloc_abi::usable_size_impl(p);
+}
+LIVEALLOC_EXPORT void free_sized(void* p, size_t size) noexcept {
+  livealloc_abi::free_sized_impl(p, size);
+}
+LIVEALLOC_EXPORT void free_aligned_sized(void* p, size_t, size_t size) noexcept {
+  livealloc_abi::free_sized_impl(p, size);
+}
+LIVEALLOC_EXPORT int malloc_trim(size_t) noexcept { return livealloc_abi::trim_impl() ? 1 : 0; }
+// mallinfo2 from livealloc's own counters: arena = segment space mapped; uordblks = bytes in live
+// blocks; fordblks = segment space not in live blocks; hblks/hblkhd = large mappings in use;
+// keepcost = bytes kept in caches for reuse; ordblks = thread heaps in use.
+LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
+  livealloc::stats s = livealloc::get_stats();
+  struct mallinfo2 m {};
+  m.arena = s.segment_bytes;
+  m.ordblks = s.heaps_in_use;
+  m.hblks = s.large_count;
+  m.hblkhd = s.large_bytes;
+  m.uordblks = s.live_bytes - s.large_bytes;
+  m.fordblks = s.segment_bytes > m.uordblks ? s.segment_bytes - m.uordblks : 0;
+  m.keepcost = s.cached_bytes;
+  return m;
+}
+
+LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }
+LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n) { return livealloc_abi::new_impl(n); }
+LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return livealloc_abi::new_nothrow_impl(n);
+}
+LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return livealloc_abi::new_nothrow_impl(n);
+}
+LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, std::align_val_t a) {
+  return livealloc_abi::new_aligned_impl(n, static_cast<std::size_t>(a));
+}
+LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a) {
+  return livealloc_abi::new_aligned_impl(n, static_cast<std::size_t>(a));
+}
+LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, std::align_val_t a,
+                                        const std::nothrow_t&) noexcept {
+  return livealloc_abi::new_aligned_nothrow_impl(n, static_cast<std::size_t>(a));
+}
+LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a,
+                                          const std::nothrow_t&) noexcept {
+  return livealloc_abi::new_aligned_nothrow_impl(n, static_cast<std::size_t>(a));
+}
+LIVEALLOC_CXX_EXPORT void operator delete(void* p) noexcept { livealloc_abi::free_impl(p); }
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p) noexcept { livealloc_abi::free_impl(p); }
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n) noexcept {
+  livealloc_abi::free_sized_impl(p, n);
+}
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n) noexcept {
+  livealloc_abi::free_sized_impl(p, n);
+}
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept {
+  livealloc_abi::free_impl(p);
+}
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  livealloc_abi::free_impl(p);
+}
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
+  livealloc_abi::free_impl(p);
+}
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t) noexcept {
+  livealloc_abi::free_impl(p);
+}
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n, std::align_val_t) noexcept {
+  livealloc_abi::free_sized_impl(p, n);
+}
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n, std::align_val_t) noexcept {
+  livealloc_abi::free_sized_impl(p, n);
+}
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t,
+                                          const std::nothrow_t&) noexcept {
+  livealloc_abi::free_impl(p);
+}
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t,
+                                            const std::nothrow_t&) noexcept {
+  livealloc_abi::free_impl(p);
+}
+#undef LIVEALLOC_EXPORT
+#undef LIVEALLOC_CXX_EXPORT
+#endif  // LIVEALLOC_OVERRIDE
+
+#undef LIVEALLOC_LIKELY
+#undef LIVEALLOC_UNLIKELY
+#undef LIVEALLOC_ALWAYS_INLINE
+#undef LIVEALLOC_NOINLINE
+
+#endif  // LIVEALLOC_H

@@ -1,0 +1,489 @@
+#!/usr/bin/python3
+"""Runs the benchmark suite under every allocator and writes raw and summary CSV.
+
+    bench.py run --build-dir DIR --out DIR [--reps N] [--smoke] [--scale F]
+                 [--allocators a,b] [--workloads w,x] [--require-livealloc] [--livealloc-lib SO]
+                 [--command STR]
+    bench.py summarize RESULTS.csv SUMMARY.csv (summary again from raw rows)
+    bench.py plotdata SUMMARY.csv OUTDIR      (data files for plot.sh)
+    bench.py table SUMMARY.csv [--metrics a,b] (Markdown table of ratios to glibc)
+    bench.py list                             (workloads and allocators)
+
+Standard library only: it must run on a bare /usr/bin/python3. run.sh is the front door.
+"""
+import argparse
+import csv
+import datetime
+import hashlib
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+# Allocator columns, in the order runs are interleaved. `lib` None means no preload (glibc).
+# `{build}` is the build directory. Peers come from Debian packages, never from this repository.
+ALLOCATORS = [
+    {"name": "glibc", "lib": None, "env": {}},
+    {"name": "livealloc", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "0"}},
+    # HOOK: the cost of observing. Same library with profiling on; LIVEALLOC_PROFILE does nothing
+    # yet, so today this column should match `livealloc` within noise. When profiling lands, the
+    # ratio livealloc+profile / livealloc in summary.csv is the price of the telemetry.
+    {"name": "livealloc+profile", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"}},
+    {"name": "mimalloc", "lib": LIBDIR + "/libmimalloc.so.2", "env": {}},
+    {"name": "jemalloc", "lib": LIBDIR + "/libjemalloc.so.2", "env": {}},
+    {"name": "tcmalloc", "lib": LIBDIR + "/libtcmalloc_minimal.so.4", "env": {}},
+]
+# Environment variables that tune an allocator: recorded in the header when set.
+TUNING_PREFIXES = ("LIVEALLOC_", "MALLOC_", "GLIBC_TUNABLES", "MIMALLOC_", "JE_MALLOC_CONF", "TCMALLOC_")
+PACKAGES = ["libc6", "libmimalloc2.0", "libjemalloc2", "libtcmalloc-minimal4"]
+
+
+def bench_case(workload, *args):
+    return {"workload": workload, "kind": "bench", "args": list(args)}
+
+
+# Every run is its own process, so its peak RSS belongs to one case only.
+# The one-line descriptions live at the top of each source file and in README.md.
+CASES = (
+    [bench_case("fastpath", "size=%s" % s) for s in ("16", "64", "256", "1024", "4096", "16384", "65536", "mixed")]
+    + [bench_case("crossthread", "mode=%s" % m, "threads=%d" % t) for m in ("pc", "a2a") for t in (1, 2, 4)]
+    + [bench_case("thread_churn")]
+    + [bench_case("realloc_growth")]
+    + [bench_case("large_blocks")]
+    + [bench_case("vector_push", "elem=%s" % e, "threads=%d" % t) for e in ("small", "medium", "large") for t in (1, 4)]
+    + [bench_case("sizeclass_xthread", "threads=%d" % t) for t in (2, 4)]
+    + [bench_case("fragmentation")]
+    + [{"workload": "python", "kind": "python", "args": []}]
+    + [{"workload": "true", "kind": "true", "args": []}]
+)
+
+RESULT_RE = re.compile(r"^RESULT (.*)$")
+FIELDS = ["rep", "allocator", "workload", "case", "threads", "metric", "value", "unit"]
+
+
+# Differences (end minus start) can be zero or negative: a ratio of two of them means nothing.
+DIFFERENCES = {"rss_growth"}
+
+
+def better(metric):
+    """Which direction is good for a metric: 'higher', 'lower', or 'none' (a fact, not a score)."""
+    if metric.endswith("per_s"):
+        return "higher"
+    if metric in ("live", "bytes_built", "timer_overhead"):
+        return "none"
+    return "lower"
+
+
+def case_label(case):
+    return " ".join([case["workload"]] + case["args"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment facts for the CSV header.
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def compiler_version(build_dir):
+    """The C++ compiler CMake configured in build_dir, with its version line."""
+    cxx = "c++"
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            m = re.search(r"^CMAKE_CXX_COMPILER:\w+=(.+)$", f.read(), re.M)
+            cxx = m.group(1) if m else cxx
+    except OSError:
+        pass
+    version = sh([cxx, "--version"]).splitlines()
+    return "%s (%s)" % (version[0] if version else "?", cxx)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def header_lines(args, allocators, notes):
+    """The '# ' comment lines both CSV files start with."""
+    lscpu = sh(["lscpu"])
+    model = re.search(r"Model name:\s*(.*)", lscpu)
+    cpus = re.search(r"^CPU\(s\):\s*(\d+)", lscpu, re.M)
+    mem = re.search(r"MemTotal:\s*(\d+) kB", open("/proc/meminfo").read())
+    packages = sh(["dpkg-query", "-W", "-f", "${Package} ${Version}, "] + PACKAGES).rstrip(", ")
+    rev = sh(["git", "-C", HERE, "rev-parse", "--short", "HEAD"]) or "no commit yet"
+    dirty = " (uncommitted changes)" if sh(["git", "-C", HERE, "status", "--porcelain"]) else ""
+    lines = [
+        "date: " + datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command: " + args.command,
+        "machine: %s, %s cores, %s GiB RAM" % (model.group(1) if model else "?", cpus.group(1) if cpus else "?",
+                                              round(int(mem.group(1)) / 2**20) if mem else "?"),
+        "kernel: " + sh(["uname", "-srvm"]),
+        "compiler: " + compiler_version(args.build_dir),
+        "packages: " + packages,
+        "repository: %s%s" % (rev, dirty),
+        "mode: %s, repetitions %d, scale %g" % ("smoke" if args.smoke else "full", args.reps, args.scale),
+        # Other work on a shared machine moves multi-threaded results most: record how busy it was.
+        "load average at start: " + loadavg(),
+        "allocators: " + ", ".join("%s=%s" % (a["name"], a["path"] or "(no preload)") for a in allocators),
+    ]
+    # No commit may describe the library under test (work in progress): identify it by content.
+    for a in allocators:
+        if a["name"] == "livealloc":
+            with open(a["path"], "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()[:16]
+            built = datetime.datetime.fromtimestamp(os.path.getmtime(a["path"])).astimezone()
+            lines.append("livealloc library: sha256 %s, built %s" % (digest, built.isoformat(timespec="seconds")))
+    tuning = sorted("%s=%s" % kv for kv in os.environ.items() if kv[0].startswith(TUNING_PREFIXES))
+    if tuning:
+        lines.append("allocator environment (all columns): " + " ".join(tuning))
+    lines += ["note: " + n for n in notes]
+    return ["# " + l for l in lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# One run.
+
+def run_process(argv, env, timeout, cwd):
+    """Runs argv; returns (status, stdout, stderr), status None when it exited with 0."""
+    # Own session, so a timeout kills the whole group (bench_spawn and its child included).
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        status = None
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        status = "timed out after %d s" % timeout
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    if status is None and proc.returncode < 0:
+        status = "killed by signal %s" % signal.Signals(-proc.returncode).name
+    elif status is None and proc.returncode > 128 and "killed by signal" in stderr:  # from bench_spawn
+        status = "killed by signal %s" % signal.Signals(proc.returncode - 128).name
+    elif status is None and proc.returncode != 0:
+        status = "exit code %d" % proc.returncode
+    if status is None and "cannot be preloaded" in stderr:
+        status = "LD_PRELOAD ignored by ld.so"
+    return status, stdout, stderr
+
+
+def parse_results(stdout):
+    rows = []
+    for line in stdout.splitlines():
+        m = RESULT_RE.match(line)
+        if m:
+            rows.append(dict(kv.split("=", 1) for kv in m.group(1).split()))
+    return rows
+
+
+def run_case(case, alloc, args, build_dir):
+    """Returns (rows, failure message or None)."""
+    # Tuning variables the caller set (LIVEALLOC_*, MALLOC_CONF, ...) pass through and are listed
+    # in the CSV header; LIVEALLOC_PROFILE belongs to the columns.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env.update(alloc["env"])
+    env["PYTHONHASHSEED"] = "0"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if alloc["path"]:
+        env["LD_PRELOAD"] = alloc["path"]
+    timeout = 120 if args.smoke else 600
+    if case["kind"] == "bench":
+        exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
+        argv = [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
+        status, stdout, stderr = run_process(argv, env, timeout, build_dir)
+        rows = parse_results(stdout)
+        if status is None:
+            status = check_preload(stdout, alloc)
+        if status is None and not rows:
+            status = "printed no RESULT lines"
+    else:
+        # External programs go through bench_spawn, which reports each child's own peak RSS.
+        spawn = os.path.join(build_dir, "benchmarks", "bench_spawn")
+        if case["kind"] == "python":
+            rounds = 1 if args.smoke else max(1, round(6 * args.scale))
+            target, runs = ["/usr/bin/python3", os.path.join(HERE, "python_alloc.py"), str(rounds)], 1
+        else:  # /bin/true: the cost of loading the allocator at all (start-up time, resident set)
+            target, runs = ["/bin/true"], (3 if args.smoke else 20)
+        argv = [spawn, str(runs)] + target
+        status, stdout, stderr = run_process(argv, env, timeout, build_dir)
+        rows = parse_results(stdout)
+        spawns = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in stdout.splitlines()
+                  if l.startswith("SPAWN ")]
+        if status is None and len(spawns) != runs:
+            status = "bench_spawn reported %d of %d runs" % (len(spawns), runs)
+        if status is None:
+            w, c = case["workload"], "json+bytes" if case["kind"] == "python" else "exec"
+            walls = [float(s["wall_s"]) for s in spawns]
+            rows += [result_row(w, c, 1, "wall" if runs == 1 else "exec_time",
+                                statistics.median(walls) * (1 if runs == 1 else 1e3), "s" if runs == 1 else "ms"),
+                     result_row(w, c, 1, "peak_rss", max(int(s["maxrss_kib"]) for s in spawns), "KiB"),
+                     result_row(w, c, 1, "minflt", statistics.median(int(s["minflt"]) for s in spawns), "faults")]
+    if status:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        prefix = " ".join("%s=%s" % kv for kv in sorted(alloc["env"].items()))
+        prefix += (" LD_PRELOAD=" + alloc["path"]) if alloc["path"] else ""
+        return rows, "%s: %s%s" % (status, (prefix + " " + " ".join(argv)).strip(),
+                                   (" -- stderr: " + tail) if tail else "")
+    return rows, None
+
+
+def check_preload(stdout, alloc):
+    """The binary reports which library answers `malloc`; it must be the one we preloaded."""
+    m = re.search(r"^INFO malloc_from=(.*)$", stdout, re.M)
+    if not m:
+        return "did not report which library provides malloc"
+    got = os.path.realpath(m.group(1))
+    if alloc["path"] is None:
+        return None if "/libc.so" in got else "malloc comes from %s, expected glibc" % got
+    return None if got == os.path.realpath(alloc["path"]) else "malloc comes from %s, not the preload" % got
+
+
+def result_row(workload, case, threads, metric, value, unit):
+    return {"workload": workload, "case": case, "threads": str(threads), "metric": metric,
+            "value": "%.6g" % value, "unit": unit}
+
+
+# ---------------------------------------------------------------------------------------------
+# The suite.
+
+def pick_allocators(args, build_dir, notes):
+    wanted = args.allocators.split(",") if args.allocators else [a["name"] for a in ALLOCATORS]
+    unknown = set(wanted) - {a["name"] for a in ALLOCATORS}
+    if unknown:
+        sys.exit("unknown allocator(s): %s" % ", ".join(sorted(unknown)))
+    chosen, missing_required = [], False
+    for a in ALLOCATORS:
+        if a["name"] not in wanted:
+            continue
+        lib = args.livealloc_lib if args.livealloc_lib and a["name"].startswith("livealloc") else a["lib"]
+        path = os.path.abspath(lib.format(build=build_dir)) if lib else None
+        if path and not os.path.exists(path):
+            notes.append("%s skipped: %s not found" % (a["name"], path))
+            missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
+            continue
+        chosen.append(dict(a, path=path))
+    return chosen, missing_required
+
+
+def cmd_run(args):
+    build_dir = os.path.abspath(args.build_dir)
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    notes = []
+    allocators, missing_required = pick_allocators(args, build_dir, notes)
+    cases = CASES
+    if args.workloads:
+        wanted = set(args.workloads.split(","))
+        cases = [c for c in CASES if c["workload"] in wanted]
+        if not cases:
+            sys.exit("no workload matches %s" % args.workloads)
+    for c in cases:
+        exe = os.path.join(build_dir, "benchmarks", "bench_" + c["workload"])
+        if c["kind"] == "bench" and not os.access(exe, os.X_OK):
+            sys.exit("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
+    for n in notes:
+        print("note: " + n, file=sys.stderr)
+
+    raw_path = os.path.join(out_dir, "results.csv")
+    facts = header_lines(args, allocators, notes)  # once, at the start: date and load belong to it
+    failures = []
+    all_rows = []
+    total = args.reps * len(cases) * len(allocators)
+    done = 0
+    started = time.monotonic()
+    with open(raw_path, "w", newline="") as raw:
+        raw.write("\n".join(["# livealloc benchmarks: raw rows, one per metric per run"] + facts) + "\n")
+        writer = csv.DictWriter(raw, fieldnames=FIELDS)
+        writer.writeheader()
+        # Interleaved: each case runs under every allocator in turn (A B C D E A B C D E ...), and
+        # the whole sweep repeats, so slow drift on a shared machine hits every allocator alike.
+        for rep in range(1, args.reps + 1):
+            for case in cases:
+                for alloc in allocators:
+                    done += 1
+                    elapsed = time.monotonic() - started
+                    eta = elapsed / (done - 1) * (total - done + 1) if done > 1 else 0
+                    print("[%3d/%d, %d left, ~%ds to go] rep %d/%d  %-18s %s" % (
+                        done, total, total - done, eta, rep, args.reps, alloc["name"], case_label(case)),
+                        file=sys.stderr, flush=True)
+                    rows, failure = run_case(case, alloc, args, build_dir)
+                    if failure:
+                        msg = "FAILED allocator=%s workload=%s (rep %d): %s" % (
+                            alloc["name"], case_label(case), rep, failure)
+                        print(msg, file=sys.stderr, flush=True)
+                        failures.append(msg)
+                        continue
+                    for r in rows:
+                        r.update(rep=rep, allocator=alloc["name"])
+                        writer.writerow({k: r[k] for k in FIELDS})
+                    raw.flush()
+                    all_rows += rows
+        end = ["# load average at end: %s; %d runs in %.0f s" % (loadavg(), total, time.monotonic() - started)]
+        end += ["# " + f for f in failures]
+        raw.write("\n".join(end) + "\n")
+
+    summary_path = os.path.join(out_dir, "summary.csv")
+    write_summary(all_rows, summary_path,
+                  ["# livealloc benchmarks: summary (median over repetitions)"] + facts + end)
+    print("wrote %s and %s (%d runs in %.0f s)" % (raw_path, summary_path, total, time.monotonic() - started),
+          file=sys.stderr)
+    if failures:
+        print("%d run(s) FAILED:" % len(failures), file=sys.stderr)
+        for f in failures:
+            print("  " + f, file=sys.stderr)
+    if missing_required:
+        print("FAILED: livealloc was required (--require-livealloc) but its library is missing", file=sys.stderr)
+    return 1 if failures or missing_required else 0
+
+
+def write_summary(rows, path, header):
+    groups = {}
+    for r in rows:
+        key = (r["workload"], r["case"], r["threads"], r["metric"], r["unit"])
+        groups.setdefault(key, {}).setdefault(r["allocator"], []).append(float(r["value"]))
+    fields = ["workload", "case", "threads", "metric", "unit", "better", "allocator", "n",
+              "median", "min", "max", "q1", "q3", "ratio_to_glibc", "ratio_to_livealloc"]
+    order = [a["name"] for a in ALLOCATORS]
+    with open(path, "w", newline="") as f:
+        f.write("\n".join(header) + "\n")
+        f.write("# ratio_to_X = median / median of X; read it with `better` (higher or lower is good)\n")
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for key, per_alloc in groups.items():
+            medians = {a: statistics.median(v) for a, v in per_alloc.items()}
+            for alloc in sorted(per_alloc, key=order.index):
+                v = sorted(per_alloc[alloc])
+                q1, q3 = (statistics.quantiles(v, n=4, method="inclusive")[::2] if len(v) > 1 else (v[0], v[0]))
+                w.writerow(dict(zip(fields[:5], key), better=better(key[3]), allocator=alloc, n=len(v),
+                                median="%.6g" % medians[alloc], min="%.6g" % v[0], max="%.6g" % v[-1],
+                                q1="%.6g" % q1, q3="%.6g" % q3,
+                                ratio_to_glibc=ratio(medians[alloc], medians.get("glibc"), key[3]),
+                                ratio_to_livealloc=ratio(medians[alloc], medians.get("livealloc"), key[3])))
+
+
+def ratio(a, b, metric):
+    """median / median; blank for differences and unless both are positive."""
+    if metric in DIFFERENCES or b is None or b <= 0 or a <= 0:
+        return ""
+    return "%.4g" % (a / b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plot data: one file per (workload, metric), one row per case, one column per allocator, values
+# oriented so that > 1 always means "better than glibc" (lower-is-better metrics inverted).
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(l for l in f if not l.startswith("#")))
+
+
+def cmd_plotdata(args):
+    """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <file>" per file, in order."""
+    rows = read_csv(args.summary)
+    os.makedirs(args.outdir, exist_ok=True)
+    present = [a["name"] for a in ALLOCATORS if a["name"] != "glibc" and any(r["allocator"] == a["name"] for r in rows)]
+    # `time` only mirrors the throughput of the same run; drawing both would double every panel.
+    has_rate = {(r["workload"], r["case"], r["threads"]) for r in rows if r["metric"].endswith("per_s")}
+    threads_seen = {}
+    for r in rows:
+        threads_seen.setdefault(r["workload"], set()).add(r["threads"])
+    table = {}  # (workload, metric) -> label -> allocator -> value
+    for r in rows:
+        if r["better"] == "none" or r["allocator"] == "glibc" or not r["ratio_to_glibc"]:
+            continue
+        if r["metric"] == "time" and (r["workload"], r["case"], r["threads"]) in has_rate:
+            continue
+        value = float(r["ratio_to_glibc"])
+        if r["better"] == "lower":
+            value = 1 / value if value > 0 else float("nan")
+        label = r["case"] if len(threads_seen[r["workload"]]) == 1 else "%s %st" % (r["case"], r["threads"])
+        table.setdefault((r["workload"], r["metric"]), {}).setdefault(label, {})[r["allocator"]] = value
+    for (workload, metric), labels in table.items():
+        if all(v != v for vals in labels.values() for v in vals.values()):  # all NaN: nothing to draw
+            continue
+        path = os.path.join(args.outdir, "%s.%s.dat" % (workload, metric))
+        with open(path, "w") as f:
+            f.write("label " + " ".join('"%s"' % a for a in present) + "\n")
+            for label, vals in labels.items():
+                cells = ["%.4g" % vals[a] if a in vals else "?" for a in present]
+                f.write('"%s" %s\n' % (label, " ".join(cells)))
+        print(workload, metric, path)
+    return 0
+
+
+def cmd_summarize(args):
+    """Rebuilds a summary from a raw results file (its header block carries over)."""
+    with open(args.results) as f:
+        lines = f.read().splitlines()
+    facts = [l for l in lines if l.startswith("#")][1:]
+    rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    write_summary(rows, args.summary, ["# livealloc benchmarks: summary (median over repetitions)"] + facts)
+    return 0
+
+
+def cmd_table(args):
+    """A Markdown table of median ratios to glibc, for README.md or a report."""
+    rows = read_csv(args.summary)
+    present = [a["name"] for a in ALLOCATORS if any(r["allocator"] == a["name"] for r in rows)]
+    wanted = set(args.metrics.split(",")) if args.metrics else None
+    table = {}
+    for r in rows:
+        if r["better"] == "none" or (wanted and r["metric"] not in wanted):
+            continue
+        key = (r["workload"], r["case"], r["threads"], r["metric"], r["better"])
+        table.setdefault(key, {})[r["allocator"]] = r["ratio_to_glibc"]
+    print("| workload | case | threads | metric (better) | " + " | ".join(present) + " |")
+    print("|---|---|---|---|" + "---:|" * len(present))
+    for (w, c, t, m, b), vals in table.items():
+        print("| %s | %s | %s | %s (%s) | %s |" % (w, c, t, m, b, " | ".join(vals.get(a, "") or "-" for a in present)))
+    return 0
+
+
+def cmd_list(_args):
+    for c in CASES:
+        print(case_label(c))
+    print("allocators: " + ", ".join(a["name"] for a in ALLOCATORS))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--build-dir", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--reps", type=int, default=5)
+    r.add_argument("--smoke", action="store_true")
+    r.add_argument("--scale", type=float, default=1.0)
+    r.add_argument("--allocators", default="")
+    r.add_argument("--workloads", default="")
+    r.add_argument("--require-livealloc", action="store_true")
+    r.add_argument("--livealloc-lib", default="", help="another liblivealloc.so (default: the build's)")
+    r.add_argument("--command", default=" ".join(sys.argv))
+    d = sub.add_parser("plotdata")
+    d.add_argument("summary")
+    d.add_argument("outdir")
+    t = sub.add_parser("table")
+    t.add_argument("summary")
+    t.add_argument("--metrics", default="", help="comma list, e.g. ops_per_s,peak_rss (default: all)")
+    m = sub.add_parser("summarize")
+    m.add_argument("results")
+    m.add_argument("summary")
+    sub.add_parser("list")
+    args = p.parse_args()
+    commands = {"run": cmd_run, "summarize": cmd_summarize, "plotdata": cmd_plotdata, "table": cmd_table,
+                "list": cmd_list}
+    return commands[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+// Shared helpers for the benchmark binaries: arguments, timing, latency percentiles, memory
+// readings, block patterns and the RESULT line format that bench.py parses.
+//
+// The binaries are plain C++: they call malloc/free/new/delete and never link livealloc, so every
+// allocator (glibc included) is swapped in by LD_PRELOAD into the very same code.
+#pragma once
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bench {
+
+// ---------------------------------------------------------------------------------------------
+// Arguments: every binary takes key=value pairs (threads=4 size=64 ...) plus --smoke, which
+// shrinks all counts so a run only proves the workload completes and its data stays intact.
+// scale=F multiplies iteration counts (full runs only) to fit another machine.
+
+struct Args {
+  int argc;
+  char** argv;
+  bool smoke = false;
+  double scale = 1.0;
+
+  Args(int c, char** v) : argc(c), argv(v) {
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
+    }
+    scale = num("scale", 1.0);
+  }
+  // Value of key=..., or fallback when absent.
+  double num(const char* key, double fallback) const {
+    const std::string want = std::string(key) + "=";
+    for (int i = 1; i < argc; ++i) {
+      if (std::strncmp(argv[i], want.c_str(), want.size()) == 0) {
+        return std::atof(argv[i] + want.size());
+      }
+    }
+    return fallback;
+  }
+  std::string str(const char* key, const char* fallback) const {
+    const std::string want = std::string(key) + "=";
+    for (int i = 1; i < argc; ++i) {
+      if (std::strncmp(argv[i], want.c_str(), want.size()) == 0) return argv[i] + want.size();
+    }
+    return fallback;
+  }
+  // An iteration count: `full` scaled, or `tiny` under --smoke; an explicit key=N wins.
+  long count(const char* key, long full, long tiny) const {
+    const double explicit_value = num(key, -1);
+    if (explicit_value > 0) return static_cast<long>(explicit_value);
+    if (smoke) return tiny;
+    return std::max(1L, static_cast<long>(static_cast<double>(full) * scale));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Results. One line per metric, parsed by bench.py:
+//   RESULT workload=W case=C threads=T metric=M value=V unit=U
+// `case` names the variant inside a workload (size=64, mode=pc, elem=small); no spaces anywhere.
+
+inline void result(const char* workload, const std::string& case_name, int threads,
+                   const char* metric, double value, const char* unit) {
+  std::printf("RESULT workload=%s case=%s threads=%d metric=%s value=%.6g unit=%s\n", workload,
+              case_name.c_str(), threads, metric, value, unit);
+  std::fflush(stdout);
+}
+
+// Corruption or allocation failure ends the run with a distinct exit code, so the runner reports
+// the allocator and workload instead of averaging a broken run into the results.
+[[noreturn]] inline void fail(const char* workload, const char* what, const void* p = nullptr,
+                              size_t n = 0) {
+  std::fprintf(stderr, "CORRUPTION workload=%s: %s (block %p, size %zu)\n", workload, what, p, n);
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
+inline void* checked(void* p, const char* workload, size_t n) {
+  if (p == nullptr && n != 0) {
+    std::fprintf(stderr, "ALLOCFAIL workload=%s: malloc(%zu) returned NULL\n", workload, n);
+    std::_Exit(2);
+  }
+  return p;
+}
+
+// Keeps the compiler from proving a block dead and removing the malloc/free pair.
+inline void escape(void* p) {
+  asm volatile("" : : "g"(p) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block patterns. Three words (first, middle, last) derived from a tag and the size: constant cost
+// per block, so a 64 KiB block does not spend its time in memset, yet a block handed out twice or
+// overlapping a neighbour is caught when either owner checks before free.
+
+inline uint64_t tag_word(uint64_t tag, size_t n) {
+  return (tag * 0x9E3779B97F4A7C15ull) ^ (n << 1) ^ 0xA5A5A5A5A5A5A5A5ull;
+}
+
+inline void fill(void* p, size_t n, uint64_t tag) {
+  const uint64_t w = tag_word(tag, n);
+  auto* b = static_cast<unsigned char*>(p);
+  if (n < 24) {  // below 24 B the three words would overlap
+    std::memset(b, static_cast<int>(w & 0xff), n);
+    return;
+  }
+  std::memcpy(b, &w, 8);
+  std::memcpy(b + (n / 2 & ~size_t{7}), &w, 8);
+  std::memcpy(b + n - 8, &w, 8);
+}
+
+inline bool intact(const void* p, size_t n, uint64_t tag) {
+  const uint64_t w = tag_word(tag, n);
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (n < 24) {
+    for (size_t i = 0; i < n; ++i) {
+      if (b[i] != static_cast<unsigned char>(w & 0xff)) return false;
+    }
+    return true;
+  }
+  uint64_t a, m, z;
+  std::memcpy(&a, b, 8);
+  std::memcpy(&m, b + (n / 2 & ~size_t{7}), 8);
+  std::memcpy(&z, b + n - 8, 8);
+  return a == w && m == w && z == w;
+}
+
+// Self-describing blocks for cross-thread workloads, where the freeing thread knows only the
+// pointer: the first 16 bytes hold the size and tag, the rest carries the pattern. n >= 16.
+inline void* make_block(const char* workload, size_t n, uint64_t tag) {
+  void* p = checked(std::malloc(n), workload, n);
+  auto* w = static_cast<uint64_t*>(p);
+  w[0] = n;
+  w[1] = tag;
+  fill(w + 2, n - 16, tag);
+  escape(p);
+  return p;
+}
+
+// Checks a block from make_block and frees it; returns its size.
+inline size_t check_and_free(const char* workload, void* p, size_t max_size) {
+  const auto* w = static_cast<const uint64_t*>(p);
+  const size_t n = w[0];
+  if (n < 16 || n > max_size) fail(workload, "size header changed", p, n);
+  if (!intact(w + 2, n - 16, w[1])) fail(workload, "pattern changed", p, n);
+  std::free(p);
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers: xorshift, cheap and deterministic per seed, so every allocator sees the same
+// sequence of sizes.
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 2654435761u + 0x9E3779B97F4A7C15ull) {}
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+};
+
+// Log-uniform size in [lo, hi]: as many draws per doubling, so small and large classes all appear.
+inline size_t log_uniform(Rng& r, size_t lo, size_t hi) {
+  int lo_bit = 63 - __builtin_clzll(lo), hi_bit = 63 - __builtin_clzll(hi);
+  const int bit = lo_bit + static_cast<int>(r.below(static_cast<uint64_t>(hi_bit - lo_bit) + 1));
+  const size_t base = size_t{1} << bit;
+  return std::clamp(base + static_cast<size_t>(r.below(base)), lo, hi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time.
+
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// rdtsc fenced on both sides: one call costs ~10 ns here, much less than clock_gettime, so single
+// allocator calls can be timed. The TSC is invariant on this CPU (constant_tsc, nonstop_tsc).
+inline uint64_t ticks() {
+  _mm_lfence();
+  const uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+
+// Nanoseconds per TSC tick, measured against the steady clock over ~20 ms.
+inline double ns_per_tick() {
+  static double cached = 0;
+  if (cached > 0) return cached;
+  const double t0 = now_s();
+  const uint64_t k0 = ticks();
+  while (now_s() - t0 < 0.02) {
+  }
+  const double t1 = now_s();
+  const uint64_t k1 = ticks();
+  cached = (t1 - t0) * 1e9 / static_cast<double>(k1 - k0);
+  return cached;
+}
+
+// Sampled latencies in ticks. Reserve up front so recording never allocates inside a timed call.
+struct Latency {
+  std::vector<uint32_t> samples;
+  explicit Latency(size_t expected) { samples.reserve(expected + 16); }
+  void add(uint64_t dt) {
+    if (samples.size() < samples.capacity()) {
+      samples.push_back(static_cast<uint32_t>(std::min<uint64_t>(dt, UINT32_MAX)));
+    }
+  }
+  void merge(const Latency& other) {
+    samples.insert(samples.end(), other.samples.begin(), other.samples.end());
+  }
+  // Prints p50, p99 and p99.9 in ns as metrics <prefix>_p50 ...
+  void report(const char* workload, const std::string& case_name, int threads, const char* prefix) {
+    if (samples.empty()) return;
+    std::sort(samples.begin(), samples.end());
+    const double k = ns_per_tick();
+    const struct {
+      const char* name;
+      double q;
+    } qs[] = {{"p50", 0.50}, {"p99", 0.99}, {"p999", 0.999}};
+    for (const auto& q : qs) {
+      const size_t i = std::min(samples.size() - 1, static_cast<size_t>(q.q * samples.size()));
+      const std::string metric = std::string(prefix) + "_" + q.name;
+      result(workload, case_name, threads, metric.c_str(), samples[i] * k, "ns");
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Memory.
+
+// Peak resident set of this process image, from VmHWM in /proc/self/status. Not ru_maxrss: that
+// one starts at the high-water mark of whatever process forked and exec'd us (a python3 runner
+// would add its own ~15 MiB to every number).
+inline long peak_rss_kib() {
+  char buf[4096] = {};
+  const int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return -1;
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  const char* line = got > 0 ? std::strstr(buf, "VmHWM:") : nullptr;
+  return line != nullptr ? std::atol(line + 6) : -1;
+}
+
+inline long minor_faults() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+// Resident now, from /proc/self/statm (second field, pages). Read with read(2), not stdio, so the
+// reading itself does not allocate.
+inline long rss_now_kib() {
+  char buf[128] = {};
+  const int fd = open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return -1;
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  long size = 0, resident = 0;
+  if (got <= 0 || std::sscanf(buf, "%ld %ld", &size, &resident) != 2) return -1;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// The common tail of every binary: peak RSS, and which library actually answers `malloc`, so the
+// runner can refuse a run where LD_PRELOAD was silently ignored.
+inline void finish(const char* workload, const std::string& case_name, int threads) {
+  result(workload, case_name, threads, "peak_rss", static_cast<double>(peak_rss_kib()), "KiB");
+  Dl_info info{};
+  void* sym = dlsym(RTLD_DEFAULT, "malloc");
+  if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr) {
+    std::printf("INFO malloc_from=%s\n", info.dli_fname);
+  }
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A bounded single-producer single-consumer ring of pointers. Lock-free, so the cross-thread
+// workloads measure the allocator rather than a mutex. A full or empty ring yields the CPU: this
+// machine has 2 cores and the 4-thread cases oversubscribe them.
+
+class SpscRing {
+ public:
+  explicit SpscRing(size_t capacity_pow2) : mask_(capacity_pow2 - 1), slots_(capacity_pow2) {}
+
+  bool try_push(void* p) {
+    const size_t h = head_.load(std::memory_order_relaxed);
+    if (h - tail_.load(std::memory_order_acquire) > mask_) return false;
+    slots_[h & mask_] = p;
+    head_.store(h + 1, std::memory_order_release);
+    return true;
+  }
+  void push(void* p) {
+    while (!try_push(p)) std::this_thread::yield();
+  }
+  void* try_pop() {
+    const size_t t = tail_.load(std::memory_order_relaxed);
+    if (t == head_.load(std::memory_order_acquire)) return nullptr;
+    void* p = slots_[t & mask_];
+    tail_.store(t + 1, std::memory_order_release);
+    return p;
+  }
+
+ private:
+  const size_t mask_;
+  std::vector<void*> slots_;
+  alignas(64) std::atomic<size_t> head_{0};
+  alignas(64) std::atomic<size_t> tail_{0};
+};
+
+}  // namespace bench

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Draws one PNG per workload from a summary CSV: one panel per metric, one group of bars per case,
+# one bar per allocator, as a ratio to glibc oriented so that above 1 is better (throughput:
+# alloc/glibc; time, latency, memory: glibc/alloc). Log scale, so 2x better and 2x worse sit at
+# the same distance from the glibc line.
+#
+#   benchmarks/plot.sh [SUMMARY.csv] [OUTDIR]
+#   defaults: benchmarks/results/summary.csv and <its folder>/plots/
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+summary="${1:-$here/results/summary.csv}"
+[[ -f "$summary" ]] || { echo "plot.sh: no $summary (run benchmarks/run.sh first)" >&2; exit 1; }
+outdir="${2:-$(dirname "$summary")/plots}"
+mkdir -p "$outdir"
+data="$(mktemp -d)"
+trap 'rm -rf "$data"' EXIT
+
+# "workload metric file" lines, grouped by workload.
+/usr/bin/python3 "$here/bench.py" plotdata "$summary" "$data" >"$data/index"
+
+for w in $(cut -d' ' -f1 "$data/index" | uniq); do
+  panels=$(awk -v w="$w" '$1 == w' "$data/index" | wc -l)
+  cols=$((panels < 3 ? panels : 3))
+  rows=$(((panels + cols - 1) / cols))
+  {
+    echo "set terminal pngcairo size $((cols * 620)),$((rows * 420 + 40)) font 'sans,9'"
+    echo "set output '$outdir/$w.png'"
+    echo "set datafile missing '?'"
+    echo "set style data histograms"
+    echo "set style histogram clustered gap 1"
+    echo "set style fill solid 0.85 border -1"
+    echo "set logscale y 2"
+    echo "set grid ytics"
+    echo "set xtics rotate by -30 left noenhanced"
+    echo "set key outside right top noenhanced font ',8'"
+    echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of runs)' noenhanced"
+    awk -v w="$w" '$1 == w {print $2, $3}' "$data/index" | while read -r metric file; do
+      columns=$(head -1 "$file" | wc -w)
+      echo "set title '$metric' noenhanced"
+      # The constant 1 draws the glibc line and keeps it inside every panel's y range.
+      echo "plot for [i=2:$columns] '$file' using i:xtic(1) title columnheader(i), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
+    done
+    echo "unset multiplot"
+  } | gnuplot
+  echo "wrote $outdir/$w.png"
+done

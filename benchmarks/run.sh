@@ -1,0 +1,76 @@
+#!/bin/bash
+# Builds the benchmarks and liblivealloc.so, runs every workload under every allocator
+# (interleaved, repeated) and writes results.csv + summary.csv. See benchmarks/README.md.
+#
+#   benchmarks/run.sh                  full suite, 5 repetitions -> benchmarks/results/
+#   benchmarks/run.sh --smoke          tiny sizes, 1 repetition: does everything complete intact?
+#
+# Options:
+#   --reps N             repetitions per allocator and workload (default 5; --smoke forces 1)
+#   --scale F            multiply iteration counts (full runs; default 1)
+#   --allocators LIST    comma list among glibc,livealloc,livealloc+profile,mimalloc,jemalloc,tcmalloc
+#   --workloads LIST     comma list of workloads (bench.py list shows them)
+#   --build-dir DIR      CMake build directory (default <repo>/build)
+#   --no-build           use the binaries already in --build-dir (ctest does this)
+#   --out DIR            where the CSV files go (default benchmarks/results, or
+#                        <build-dir>/benchmarks/smoke-results for --smoke)
+#   --require-livealloc  fail when liblivealloc.so is missing instead of skipping it
+#   --livealloc-lib PATH use this liblivealloc.so instead of <build-dir>/allocator/liblivealloc.so
+# Exit status: 0 when every run completed and validated its data, 1 otherwise.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+command_line="benchmarks/run.sh${*:+ $*}"
+
+smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" livealloc_lib=""
+build_dir="$repo/build"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --smoke) smoke=1 ;;
+    --no-build) build=0 ;;
+    --reps) reps="$2"; shift ;;
+    --scale) scale="$2"; shift ;;
+    --allocators) allocators="$2"; shift ;;
+    --workloads) workloads="$2"; shift ;;
+    --build-dir) build_dir="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    --require-livealloc) require="--require-livealloc" ;;
+    --livealloc-lib) livealloc_lib="$(realpath "$2")"; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+build_dir="$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)"  # absolute: LD_PRELOAD paths derive from it
+if [[ $smoke == 1 ]]; then
+  reps=1
+  out="${out:-$build_dir/benchmarks/smoke-results}"
+else
+  out="${out:-$here/results}"
+fi
+
+if [[ $build == 1 ]]; then
+  cache="$build_dir/CMakeCache.txt"
+  if [[ ! -f "$cache" ]]; then
+    cmake -S "$repo" -B "$build_dir" -G Ninja -DLIVEALLOC_BUILD_BENCHMARKS=ON
+  elif grep -q '^LIVEALLOC_SANITIZE:STRING=.' "$cache"; then
+    echo "run.sh: $build_dir is a sanitizer build, which has no benchmarks; use --build-dir" >&2
+    exit 2
+  elif ! grep -q '^LIVEALLOC_BUILD_BENCHMARKS:BOOL=ON' "$cache"; then
+    # A tree configured with the benchmarks off (or before they existed): switch them on.
+    cmake -S "$repo" -B "$build_dir" -DLIVEALLOC_BUILD_BENCHMARKS=ON
+  fi
+  cmake --build "$build_dir" --target livealloc_benchmarks
+  # The allocator is another engineer's work in progress: if it does not build, the peers still run
+  # (bench.py notes the missing library, and --require-livealloc turns that into a failure).
+  if ! cmake --build "$build_dir" --target livealloc_preload; then
+    echo "run.sh: note: livealloc_preload did not build; running without livealloc" >&2
+  fi
+fi
+
+mode=()
+[[ $smoke == 1 ]] && mode=(--smoke)
+exec /usr/bin/python3 "$here/bench.py" run --build-dir "$build_dir" --out "$out" --reps "$reps" \
+  --scale "$scale" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
+  --livealloc-lib "$livealloc_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}"

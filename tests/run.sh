@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The project's test command. Runs every configuration and ends with one line "N passed,
+# N failed" (ctest tests, summed over the configurations; a configuration that does not
+# configure or build counts as one failure). Exits non-zero if anything failed.
+#
+#   build/        RelWithDebInfo: unit, stress, LD_PRELOAD runs of real programs, demo, benchmarks smoke
+#   build-tsan/   -DLIVEALLOC_SANITIZE=thread:    unit and stress tests only
+#   build-ubsan/  -DLIVEALLOC_SANITIZE=undefined: unit and stress tests only
+#
+# Usage: tests/run.sh [--quick]    (or LIVEALLOC_TEST_QUICK=1): only build/, for local runs.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+quick="${LIVEALLOC_TEST_QUICK:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    *)
+      echo "usage: tests/run.sh [--quick]" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# Make sanitizer reports fatal and readable. A suppressions file, if one is ever needed, lives
+# in tests/ with a reason per entry.
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1${UBSAN_OPTIONS:+ $UBSAN_OPTIONS}"
+if [[ -f "$root/tests/tsan-suppressions.txt" ]]; then
+  TSAN_OPTIONS+=" suppressions=$root/tests/tsan-suppressions.txt"
+fi
+
+passed=0
+failed=0
+results=()
+
+# configuration NAME DIR [CMAKE ARGS...]: configure, build, ctest; adds to the counts.
+configuration() {
+  local name="$1" dir="$2"
+  shift 2
+  echo "=== $name: configure and build in $dir/"
+  if ! cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" ||
+    ! cmake --build "$dir" -j2; then
+    failed=$((failed + 1))
+    results+=("$name: FAILED to configure or build")
+    return 0
+  fi
+
+  echo "=== $name: ctest"
+  local log="$dir/run-ctest.log" rc=0
+  # --no-tests=error: a configuration that silently defines no test must not look green.
+  ctest --test-dir "$dir" --output-on-failure -j2 --no-tests=error 2>&1 | tee "$log" || rc=$?
+
+  # ctest's summary: "NN% tests passed, F tests failed out of T".
+  local summary total fails
+  summary="$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)"
+  if [[ -n "$summary" ]]; then
+    fails="$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$summary")"
+    total="$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")"
+  else
+    fails=0 total=0
+  fi
+  # A non-zero exit with no failure counted (no tests, ctest error) is still a failure.
+  if ((rc != 0 && fails == 0)); then fails=1 total=$((total + 1)); fi
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+  results+=("$name: $((total - fails)) passed, $fails failed")
+}
+
+"$root/tests/setup.sh"
+
+# Every option spelled out, so a build/ configured differently by hand cannot quietly drop tests.
+configuration main "$root/build" -DLIVEALLOC_SANITIZE= -DLIVEALLOC_BUILD_TESTS=ON \
+  -DLIVEALLOC_BUILD_EXAMPLES=ON -DLIVEALLOC_BUILD_BENCHMARKS=ON
+
+if [[ "$quick" == 1 ]]; then
+  echo "=== sanitizer builds skipped (--quick)"
+  results+=("tsan: skipped (--quick)" "ubsan: skipped (--quick)")
+elif [[ ! -f "$root/tests/unit/CMakeLists.txt" && ! -f "$root/tests/stress/CMakeLists.txt" ]]; then
+  # Sanitizer builds run only the unit and stress tests; before those exist there is nothing
+  # to run, and an empty ctest would fail.
+  echo "=== sanitizer builds skipped: tests/unit and tests/stress define no tests yet"
+  results+=("tsan: skipped (no unit/stress tests)" "ubsan: skipped (no unit/stress tests)")
+else
+  # Examples and benchmarks are off: they exist to run under LD_PRELOAD, which sanitizers
+  # (owning malloc themselves) rule out; tests/CMakeLists.txt leaves the preload tests out.
+  sanitizer_args=(-DLIVEALLOC_BUILD_TESTS=ON -DLIVEALLOC_BUILD_EXAMPLES=OFF
+    -DLIVEALLOC_BUILD_BENCHMARKS=OFF)
+  configuration tsan "$root/build-tsan" -DLIVEALLOC_SANITIZE=thread "${sanitizer_args[@]}"
+  configuration ubsan "$root/build-ubsan" -DLIVEALLOC_SANITIZE=undefined "${sanitizer_args[@]}"
+fi
+
+echo "=== summary"
+printf '  %s\n' "${results[@]}"
+echo "$passed passed, $failed failed"
+((failed == 0))

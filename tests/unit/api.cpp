@@ -1,0 +1,320 @@
+// The C++ API used as a plain library (nothing overridden): alignment, usable size, realloc,
+// bad input, trimming, page recycling, options, the STL and pmr adapters.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <livealloc.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory_resource>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace la = livealloc;
+using la::detail::kMaxSmall;
+
+namespace {
+bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
+
+void fill(void* p, std::size_t n, unsigned char seed) {
+  auto* b = static_cast<unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(seed + i * 7);
+}
+bool check(const void* p, std::size_t n, unsigned char seed) {
+  auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i)
+    if (b[i] != static_cast<unsigned char>(seed + i * 7)) return false;
+  return true;
+}
+const std::vector<std::size_t>& sizes() {
+  static const std::vector<std::size_t> s = [] {
+    std::vector<std::size_t> v = {0, 1, 8, 15, 16, 17, 100, 128, 129, 1000, 1024, 1025, 4096,
+                                  65536, kMaxSmall - 1, kMaxSmall, kMaxSmall + 1, 1 << 20,
+                                  (4 << 20) + 3, 9 << 20};
+    return v;
+  }();
+  return s;
+}
+}  // namespace
+
+TEST_CASE("allocate: 16-byte aligned, usable >= requested, memory is writable") {
+  for (std::size_t s : sizes()) {
+    void* p = la::allocate(s);
+    REQUIRE(p != nullptr);
+    CHECK(aligned(p, 16));
+    CHECK(la::usable_size(p) >= s);
+    fill(p, la::usable_size(p), 3);
+    CHECK(check(p, la::usable_size(p), 3));
+    la::deallocate(p);
+  }
+  CHECK(la::detail::heap_is_valid());
+}
+
+TEST_CASE("allocate(0) gives distinct pointers") {
+  void* a = la::allocate(0);
+  void* b = la::allocate(0);
+  CHECK(a != nullptr);
+  CHECK(b != nullptr);
+  CHECK(a != b);
+  la::deallocate(a);
+  la::deallocate(b);
+}
+
+TEST_CASE("allocate_aligned: every power of two up to 16 MiB, small and large sizes") {
+  for (std::size_t align = 1; align <= (16u << 20); align *= 2) {
+    for (std::size_t s : {std::size_t(0), std::size_t(1), std::size_t(24), align,
+                          align + 1, std::size_t(3000), std::size_t(300000)}) {
+      void* p = la::allocate_aligned(s, align);
+      REQUIRE(p != nullptr);
+      CHECK(aligned(p, align < 16 ? 16 : align));
+      CHECK(la::usable_size(p) >= s);
+      fill(p, s, 9);
+      CHECK(check(p, s, 9));
+      la::deallocate(p);
+    }
+  }
+  CHECK(la::detail::heap_is_valid());
+}
+
+TEST_CASE("allocate_aligned rejects an alignment that is not a power of two") {
+  for (std::size_t a : {std::size_t(0), std::size_t(3), std::size_t(24), std::size_t(4097)}) {
+    errno = 0;
+    CHECK(la::allocate_aligned(16, a) == nullptr);
+    CHECK(errno == EINVAL);
+  }
+}
+
+TEST_CASE("impossible sizes give nullptr and ENOMEM") {
+  for (std::size_t s : {SIZE_MAX, SIZE_MAX - 4096, std::size_t(PTRDIFF_MAX) + 1}) {
+    errno = 0;
+    CHECK(la::allocate(s) == nullptr);
+    CHECK(errno == ENOMEM);
+  }
+  errno = 0;
+  CHECK(la::allocate_zeroed(SIZE_MAX / 2, 3) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  CHECK(la::allocate_zeroed(std::size_t(1) << 32, std::size_t(1) << 32) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  CHECK(la::allocate_aligned(SIZE_MAX, 64) == nullptr);
+  CHECK(errno == ENOMEM);
+}
+
+TEST_CASE("allocate_zeroed returns zeros, also for reused memory") {
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t s : sizes()) {
+      auto* p = static_cast<unsigned char*>(la::allocate_zeroed(1, s));
+      REQUIRE(p != nullptr);
+      std::size_t nonzero = 0;
+      for (std::size_t i = 0; i < s; ++i) nonzero += p[i] != 0;
+      CHECK(nonzero == 0);
+      std::memset(p, 0xab, s);  // dirty it for the next round
+      la::deallocate(p);
+    }
+  }
+}
+
+TEST_CASE("reallocate keeps the content across small, large and back") {
+  std::size_t steps[] = {1, 10, 100, 1000, 100000, kMaxSmall + 1, 3 << 20, 40 << 20, 5 << 20,
+                         200000, 50, 1};
+  void* p = nullptr;
+  std::size_t have = 0;
+  for (std::size_t s : steps) {
+    p = la::reallocate(p, s);
+    REQUIRE(p != nullptr);
+    CHECK(la::usable_size(p) >= s);
+    std::size_t keep = have < s ? have : s;
+    CHECK(check(p, keep, 5));
+    fill(p, s, 5);
+    have = s;
+  }
+  CHECK(la::reallocate(p, 0) == nullptr);  // frees, like glibc
+  CHECK(la::detail::heap_is_valid());
+}
+
+TEST_CASE("reallocate that cannot grow leaves the block intact") {
+  void* p = la::allocate(100);
+  fill(p, 100, 1);
+  errno = 0;
+  CHECK(la::reallocate(p, SIZE_MAX - 100) == nullptr);
+  CHECK(errno == ENOMEM);
+  CHECK(check(p, 100, 1));
+  la::deallocate(p, 100);
+}
+
+TEST_CASE("large reallocate grows in place or moves pages, keeping every byte") {
+  std::size_t n = 8 << 20;
+  auto* p = static_cast<unsigned char*>(la::allocate(n));
+  fill(p, n, 77);
+  void* keep_mapping_busy = la::allocate(6 << 20);  // likely right after p: forces a move
+  auto* q = static_cast<unsigned char*>(la::reallocate(p, 64 << 20));
+  REQUIRE(q != nullptr);
+  CHECK(check(q, n, 77));
+  la::deallocate(q);
+  la::deallocate(keep_mapping_busy);
+}
+
+TEST_CASE("sized deallocate and many live blocks keep the heap valid") {
+  std::mt19937 rng(42);
+  std::vector<std::pair<void*, std::size_t>> live;
+  for (int i = 0; i < 200000; ++i) {
+    if (live.empty() || rng() % 3 != 0) {
+      std::size_t s = rng() % 2000;
+      if (rng() % 100 == 0) s = rng() % (600 * 1024);
+      void* p = la::allocate(s);
+      REQUIRE(p);
+      fill(p, s < 64 ? s : 64, static_cast<unsigned char>(s));
+      live.push_back({p, s});
+    } else {
+      std::size_t k = rng() % live.size();
+      auto [p, s] = live[k];
+      REQUIRE(check(p, s < 64 ? s : 64, static_cast<unsigned char>(s)));
+      la::deallocate(p, s);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  CHECK(la::detail::heap_is_valid());
+  for (auto [p, s] : live) la::deallocate(p, s);
+  CHECK(la::detail::heap_is_valid());
+}
+
+TEST_CASE("trim returns cached memory to the OS") {
+  std::vector<void*> v;
+  for (int i = 0; i < 4000; ++i) v.push_back(la::allocate(1000));
+  void* big = la::allocate(32 << 20);
+  for (void* p : v) la::deallocate(p);
+  la::deallocate(big);
+  CHECK(la::get_stats().cached_bytes >= (32u << 20));
+  std::size_t madvise_before = la::get_stats().madvise_calls;
+  CHECK(la::trim());
+  la::stats s = la::get_stats();
+  CHECK(s.cached_bytes == 0);
+  CHECK(s.madvise_calls > madvise_before);
+  CHECK(la::detail::heap_is_valid());
+}
+
+TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 0) == la::option_status::ok);  // at once
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  std::vector<void*> v;
+  for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages of this class
+  std::size_t before = la::get_stats().madvise_calls;
+  for (void* p : v) la::deallocate(p);
+  std::size_t released_at_0 = la::get_stats().madvise_calls - before;
+  CHECK(released_at_0 >= 100);  // all but the current page went back
+
+  // Applied at this thread's next slow path, which the allocations below go through.
+  REQUIRE(la::set_option("page_recycle", 1000) == la::option_status::ok);
+  v.clear();
+  for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
+  before = la::get_stats().madvise_calls;
+  for (void* p : v) la::deallocate(p);
+  CHECK(la::get_stats().madvise_calls - before == 0);  // all kept for reuse
+  CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+  la::trim();
+}
+
+TEST_CASE("released pages are reused at once and go back to the OS after the purge delay") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 50) == la::option_status::ok);
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  std::vector<void*> v;
+  for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
+  std::size_t before = la::get_stats().madvise_calls;
+  for (void* p : v) la::deallocate(p);
+  CHECK(la::get_stats().madvise_calls == before);  // not yet: still resident for reuse
+  // Reallocating right away reuses the released pages: no new mapping, no madvise.
+  std::size_t maps = la::get_stats().mmap_calls;
+  for (void*& p : v) p = la::allocate(512);
+  CHECK(la::get_stats().mmap_calls == maps);
+  CHECK(la::get_stats().madvise_calls == before);
+  for (void* p : v) la::deallocate(p);
+  usleep(150 * 1000);
+  // The next slow path of this thread purges.
+  std::vector<void*> other;
+  for (int i = 0; i < 200; ++i) other.push_back(la::allocate(3000));
+  CHECK(la::get_stats().madvise_calls > before);
+  for (void* p : other) la::deallocate(p);
+  CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("large mappings are reused from the cache instead of mmap") {
+  la::trim();
+  void* p = la::allocate(10 << 20);
+  la::deallocate(p);
+  std::size_t maps = la::get_stats().mmap_calls;
+  for (int i = 0; i < 50; ++i) {
+    void* q = la::allocate((9 << 20) + i * 4096);
+    REQUIRE(q);
+    static_cast<char*>(q)[0] = 1;
+    la::deallocate(q);
+  }
+  CHECK(la::get_stats().mmap_calls == maps);
+}
+
+TEST_CASE("options: set, get, range checks, generation") {
+  long long v = -1;
+  CHECK(la::get_option("remote_batch", &v));
+  CHECK(v == 32);
+  std::uint64_t gen = la::options_generation();
+  CHECK(la::set_option("remote_batch", 8) == la::option_status::ok);
+  CHECK(la::options_generation() == gen + 1);
+  CHECK(la::get_option("remote_batch", &v));
+  CHECK(v == 8);
+  CHECK(la::set_option("remote_batch", 0) == la::option_status::out_of_range);
+  CHECK(la::set_option("remote_batch", 1 << 30) == la::option_status::out_of_range);
+  CHECK(la::set_option("no_such_option", 1) == la::option_status::unknown_name);
+  CHECK(la::set_option(nullptr, 1) == la::option_status::unknown_name);
+  CHECK(la::set_option("hugepages", 1) == la::option_status::not_live);
+  CHECK(la::options_generation() == gen + 1);  // rejected changes leave no trace
+  CHECK(la::get_option("remote_batch", &v));
+  CHECK(v == 8);
+  CHECK_FALSE(la::get_option("nope", &v));
+  CHECK(la::set_option("remote_batch", 32) == la::option_status::ok);
+}
+
+TEST_CASE("stl_allocator works with standard containers") {
+  std::vector<int, la::stl_allocator<int>> v;
+  for (int i = 0; i < 100000; ++i) v.push_back(i);
+  long long sum = 0;
+  for (int x : v) sum += x;
+  CHECK(sum == 99999LL * 100000 / 2);
+  using string = std::basic_string<char, std::char_traits<char>, la::stl_allocator<char>>;
+  std::map<int, string, std::less<int>, la::stl_allocator<std::pair<const int, string>>> m;
+  for (int i = 0; i < 1000; ++i) m[i] = string(static_cast<std::size_t>(i % 50), 'x');
+  CHECK(m.size() == 1000);
+  CHECK(m[49].size() == 49);
+  struct alignas(64) wide {
+    char c[64];
+  };
+  std::vector<wide, la::stl_allocator<wide>> w(10);
+  CHECK(aligned(w.data(), 64));
+}
+
+TEST_CASE("the pmr resource serves pmr containers with their alignment") {
+  std::pmr::memory_resource* r = la::resource();
+  CHECK(r == la::resource());
+  la::memory_resource other;
+  CHECK(r->is_equal(other));
+  CHECK_FALSE(r->is_equal(*std::pmr::new_delete_resource()));
+  std::pmr::vector<std::pmr::string> v(r);
+  for (int i = 0; i < 10000; ++i) v.emplace_back(100, 'a');
+  CHECK(v.size() == 10000);
+  void* p = r->allocate(1000, 256);
+  CHECK(aligned(p, 256));
+  r->deallocate(p, 1000, 256);
+  CHECK_THROWS_AS(la::stl_allocator<long>().allocate(SIZE_MAX / 4), std::bad_alloc);
+}

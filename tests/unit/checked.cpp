@@ -1,0 +1,130 @@
+// The checked mode (LIVEALLOC_CHECKED=1): double frees, frees of foreign pointers and sized frees
+// with a wrong size abort with a message that names the address; correct programs run unchanged.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <livealloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+static_assert(LIVEALLOC_CHECKED == 1, "this file tests the checked mode");
+namespace la = livealloc;
+
+namespace {
+
+struct outcome {
+  bool aborted = false;
+  std::string err;
+};
+
+// Runs `fn` in a child process and reports whether it died of SIGABRT and what it said.
+template <class F>
+outcome run_child(F fn) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    signal(SIGABRT, SIG_DFL);  // not doctest's crash reporter: the abort is the expected outcome
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    fn();
+    _exit(0);
+  }
+  close(fds[1]);
+  outcome o;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) o.err.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  o.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  return o;
+}
+
+std::string hex(const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%#lx", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(p)));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("double free of a small block aborts naming the address") {
+  void* p = la::allocate(40);
+  outcome o = run_child([p] {
+    la::deallocate(p);
+    la::deallocate(p);
+  });
+  CHECK(o.aborted);
+  CHECK(o.err.find("livealloc: double free of " + hex(p)) != std::string::npos);
+  la::deallocate(p);  // the parent still owns it: a single free is fine
+}
+
+TEST_CASE("double free of a large block aborts naming the address") {
+  void* p = la::allocate(3 << 20);
+  outcome o = run_child([p] {
+    la::deallocate(p);
+    la::deallocate(p);
+  });
+  CHECK(o.aborted);
+  CHECK(o.err.find("livealloc: double free of " + hex(p)) != std::string::npos);
+  la::deallocate(p);
+}
+
+TEST_CASE("double free from another thread is caught too") {
+  void* p = la::allocate(100);
+  outcome o = run_child([p] {
+    std::thread([p] { la::deallocate(p); }).join();
+    la::deallocate(p);
+  });
+  CHECK(o.aborted);
+  CHECK(o.err.find("double free of " + hex(p)) != std::string::npos);
+  la::deallocate(p);
+}
+
+TEST_CASE("freeing a pointer livealloc never returned aborts naming the address") {
+  static char not_ours[64];
+  char* inside = static_cast<char*>(la::allocate(256)) + 16;
+  void* stack_ptr = &inside;
+  for (void* bad : {static_cast<void*>(not_ours), static_cast<void*>(inside), stack_ptr}) {
+    outcome o = run_child([bad] { la::deallocate(bad); });
+    CHECK(o.aborted);
+    CHECK(o.err.find("never returned: " + hex(bad)) != std::string::npos);
+  }
+  la::deallocate(inside - 16);
+}
+
+TEST_CASE("a sized free with a size larger than the block aborts") {
+  void* p = la::allocate(100);
+  outcome o = run_child([p] { la::deallocate(p, 5000); });
+  CHECK(o.aborted);
+  CHECK(o.err.find("sized free with a size larger than the block: " + hex(p)) !=
+        std::string::npos);
+  la::deallocate(p, 100);
+}
+
+TEST_CASE("correct programs run unchanged in checked mode") {
+  std::vector<std::thread> threads;
+  std::vector<std::vector<void*>> made(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&made, t] {
+      for (int i = 0; i < 20000; ++i) made[t].push_back(la::allocate(static_cast<std::size_t>(i % 3000)));
+    });
+  for (auto& th : threads) th.join();
+  threads.clear();
+  for (int t = 0; t < 4; ++t)  // every thread frees another thread's blocks
+    threads.emplace_back([&made, t] {
+      for (void* p : made[(t + 1) % 4]) la::deallocate(p);
+    });
+  for (auto& th : threads) th.join();
+  CHECK(la::detail::heap_is_valid());
+}

@@ -1,0 +1,176 @@
+// The options table: environment parsing with clear warnings, LIVEALLOC_VERBOSE, and the README
+// table generated from the same list.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <livealloc.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace livealloc::detail;
+
+namespace {
+
+// Runs `fn` with stderr redirected to a pipe; returns what it wrote.
+template <class F>
+std::string capture_stderr(F fn) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  int saved = dup(2);
+  dup2(fds[1], 2);
+  close(fds[1]);
+  fn();
+  dup2(saved, 2);
+  close(saved);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  return out;
+}
+
+long long value_of(const char* name) {
+  long long v = 0;
+  REQUIRE(livealloc::get_option(name, &v));
+  return v;
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  return s;
+}
+
+// The README table, generated from the options table.
+std::string markdown_table() {
+  std::ostringstream o;
+  o << "| Variable | Type | Default | Range | Changeable while running | Meaning |\n";
+  o << "|---|---|---|---|---|---|\n";
+  for (const option_info& i : kOptionTable) {
+    o << "| `LIVEALLOC_" << upper(i.name) << "` | " << i.type << " | " << i.def << " | " << i.lo
+      << " to " << i.hi << " | " << (i.live ? "yes" : "no, start-up only") << " | " << i.doc
+      << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+TEST_CASE("a valid variable sets the option") {
+  long long before = value_of("segment_cache");
+  std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_SEGMENT_CACHE=7"); });
+  CHECK(err.empty());
+  CHECK(value_of("segment_cache") == 7);
+  apply_env_entry("LIVEALLOC_segment_cache=+9");  // names are case-insensitive; '+' is fine
+  CHECK(value_of("segment_cache") == 9);
+  livealloc::set_option("segment_cache", before);
+}
+
+TEST_CASE("bool options take 0/1/true/false/yes/no/on/off") {
+  apply_env_entry("LIVEALLOC_VERBOSE=on");
+  CHECK(value_of("verbose") == 1);
+  apply_env_entry("LIVEALLOC_VERBOSE=FALSE");
+  CHECK(value_of("verbose") == 0);
+  apply_env_entry("LIVEALLOC_VERBOSE=1");
+  CHECK(value_of("verbose") == 1);
+  std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_VERBOSE=maybe"); });
+  CHECK(err.find("LIVEALLOC_VERBOSE='maybe' is not 0, 1, true or false") != std::string::npos);
+  CHECK(err.find("using 0") != std::string::npos);
+  apply_env_entry("LIVEALLOC_VERBOSE=0");
+}
+
+TEST_CASE("invalid values warn once, name the variable and the value used, and change nothing") {
+  struct bad {
+    const char* entry;
+    const char* says;
+  };
+  const bad cases[] = {
+      {"LIVEALLOC_PAGE_RECYCLE=abc", "LIVEALLOC_PAGE_RECYCLE='abc' is not a number"},
+      {"LIVEALLOC_PAGE_RECYCLE=", "LIVEALLOC_PAGE_RECYCLE='' is not a number"},
+      {"LIVEALLOC_PAGE_RECYCLE=12x", "LIVEALLOC_PAGE_RECYCLE='12x' is not a number"},
+      {"LIVEALLOC_PAGE_RECYCLE=-1", "LIVEALLOC_PAGE_RECYCLE='-1' is out of range [0, 4096]"},
+      {"LIVEALLOC_PAGE_RECYCLE=99999999999999999999999", "is not a number"},
+      {"LIVEALLOC_PAGE_RECYCLE=1111111111111111111111111111111111111111", "is too long"},
+      {"LIVEALLOC_REMOTE_BATCH=0", "LIVEALLOC_REMOTE_BATCH='0' is out of range [1, 4096]"},
+  };
+  for (const bad& b : cases) {
+    long long before = value_of("page_recycle");
+    long long batch_before = value_of("remote_batch");
+    std::string err = capture_stderr([&] { apply_env_entry(b.entry); });
+    INFO(b.entry, " -> ", err);
+    CHECK(err.find(b.says) != std::string::npos);
+    CHECK(err.find("; using ") != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(value_of("page_recycle") == before);
+    CHECK(value_of("remote_batch") == batch_before);
+  }
+}
+
+TEST_CASE("an unknown LIVEALLOC_ variable is reported, a known one of another part is not") {
+  std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_PAGE_RECYCEL=3"); });
+  CHECK(err.find("unknown variable LIVEALLOC_PAGE_RECYCEL") != std::string::npos);
+  err = capture_stderr([] { apply_env_entry("LIVEALLOC_PROFILE=1"); });
+  CHECK(err.empty());
+}
+
+TEST_CASE("LIVEALLOC_VERBOSE prints every option with where its value came from") {
+  g_options.from_env[opt_page_recycle] = true;
+  std::string err = capture_stderr([] { print_options(); });
+  g_options.from_env[opt_page_recycle] = false;
+  for (const option_info& i : kOptionTable)
+    CHECK(err.find(std::string("livealloc: ") + i.name + " = ") != std::string::npos);
+  CHECK(err.find("(from LIVEALLOC_PAGE_RECYCLE)") != std::string::npos);
+  CHECK(err.find("(default)") != std::string::npos);
+}
+
+#ifdef LIVEALLOC_PRELOAD_PATH
+TEST_CASE("a preloaded program reads the environment at start") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::string preload = std::string("LD_PRELOAD=") + LIVEALLOC_PRELOAD_PATH;
+  char* argv[] = {const_cast<char*>("/usr/bin/env"), nullptr};
+  char* envp[] = {const_cast<char*>(preload.c_str()), const_cast<char*>("LIVEALLOC_VERBOSE=1"),
+                  const_cast<char*>("LIVEALLOC_PAGE_RECYCLE=7"),
+                  const_cast<char*>("LIVEALLOC_REMOTE_BATCH=lots"), nullptr};
+  pid_t pid;
+  REQUIRE(posix_spawn(&pid, "/usr/bin/env", &fa, nullptr, argv, envp) == 0);
+  close(fds[1]);
+  std::string err;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  posix_spawn_file_actions_destroy(&fa);
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(err.find("LIVEALLOC_REMOTE_BATCH='lots' is not a number [1, 4096]; using 32") !=
+        std::string::npos);
+  CHECK(err.find("livealloc: page_recycle = 7 (from LIVEALLOC_PAGE_RECYCLE)") != std::string::npos);
+  CHECK(err.find("livealloc: remote_batch = 32 (default)") != std::string::npos);
+}
+#endif
+
+TEST_CASE("the README's options table is generated from the options table") {
+  std::ifstream in(LIVEALLOC_SOURCE_DIR "/README.md");
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string table = markdown_table();
+  INFO("README.md must contain this table (copy it between the options-table markers):\n",
+       table);
+  CHECK(ss.str().find(table) != std::string::npos);
+}

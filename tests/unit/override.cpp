@@ -1,0 +1,248 @@
+// The in-process override: this translation unit defines LIVEALLOC_OVERRIDE, so malloc, free, ...
+// and every operator new/delete of this program are livealloc's. Checks the C ABI to the letter.
+#define LIVEALLOC_OVERRIDE 1
+#include <livealloc.h>
+
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <malloc.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+extern "C" void free_sized(void*, size_t) noexcept;
+extern "C" void free_aligned_sized(void*, size_t, size_t) noexcept;
+
+namespace {
+bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
+// Keeps the compiler from folding malloc/free pairs away.
+void* volatile sink;
+// Sizes the compiler cannot see, so it does not reject the deliberately impossible requests.
+std::size_t opaque(std::size_t v) {
+  volatile std::size_t x = v;
+  return x;
+}
+void* opaque(void* v) {
+  void* volatile x = v;
+  return x;
+}
+}  // namespace
+
+TEST_CASE("malloc and operator new are livealloc's") {
+  void* p = malloc(100);
+  CHECK(malloc_usable_size(p) == 112);  // livealloc's class for 100 bytes
+  CHECK(livealloc::usable_size(p) == 112);
+  free(p);
+  auto* q = new std::string(1000, 'x');
+  CHECK(livealloc::usable_size(q) >= sizeof(std::string));
+  delete q;
+}
+
+TEST_CASE("malloc(0) is a unique pointer; free(NULL) is a no-op") {
+  void* a = malloc(0);
+  void* b = malloc(0);
+  CHECK(a);
+  CHECK(b);
+  CHECK(a != b);
+  free(a);
+  free(b);
+  free(nullptr);
+  CHECK(malloc_usable_size(nullptr) == 0);
+}
+
+TEST_CASE("impossible sizes: NULL and ENOMEM") {
+  errno = 0;
+  sink = malloc(opaque(SIZE_MAX));
+  CHECK(sink == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  sink = calloc(opaque(SIZE_MAX / 8), 16);
+  CHECK(sink == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  sink = calloc(opaque(std::size_t(1) << 33), std::size_t(1) << 33);
+  CHECK(sink == nullptr);
+  CHECK(errno == ENOMEM);
+  void* p = malloc(10);
+  errno = 0;
+  CHECK(reallocarray(opaque(p), opaque(SIZE_MAX / 2), 4) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  CHECK(realloc(opaque(p), opaque(SIZE_MAX)) == nullptr);
+  CHECK(errno == ENOMEM);
+  free(opaque(p));  // still valid after the failed reallocs
+}
+
+TEST_CASE("calloc zeroes and reallocarray multiplies") {
+  auto* z = static_cast<unsigned char*>(calloc(1000, 3));
+  for (int i = 0; i < 3000; ++i) REQUIRE(z[i] == 0);
+  auto* r = static_cast<int*>(reallocarray(nullptr, 100, sizeof(int)));
+  REQUIRE(r);
+  for (int i = 0; i < 100; ++i) r[i] = i;
+  r = static_cast<int*>(reallocarray(r, 100000, sizeof(int)));
+  REQUIRE(r);
+  for (int i = 0; i < 100; ++i) REQUIRE(r[i] == i);
+  free(r);
+  free(z);
+}
+
+TEST_CASE("aligned_alloc: power-of-two alignments work, others are EINVAL") {
+  for (std::size_t a = 1; a <= (1u << 23); a *= 2) {
+    void* p = aligned_alloc(a, 3 * a);
+    REQUIRE(p);
+    CHECK(aligned(p, a));
+    free(p);
+  }
+  for (std::size_t a : {std::size_t(0), std::size_t(3), std::size_t(48), std::size_t(1000)}) {
+    errno = 0;
+    CHECK(aligned_alloc(a, 64) == nullptr);
+    CHECK(errno == EINVAL);
+  }
+}
+
+TEST_CASE("posix_memalign: EINVAL for bad alignments, memptr untouched on failure") {
+  void* p = reinterpret_cast<void*>(0x1234);
+  CHECK(posix_memalign(&p, 0, 8) == EINVAL);
+  CHECK(posix_memalign(&p, 4, 8) == EINVAL);  // not a multiple of sizeof(void*)
+  CHECK(posix_memalign(&p, 24, 8) == EINVAL);
+  CHECK(p == reinterpret_cast<void*>(0x1234));
+  CHECK(posix_memalign(&p, 64, SIZE_MAX - 4096) == ENOMEM);
+  CHECK(p == reinterpret_cast<void*>(0x1234));
+  for (std::size_t a = sizeof(void*); a <= (1u << 23); a *= 2) {
+    REQUIRE(posix_memalign(&p, a, 100) == 0);
+    CHECK(aligned(p, a));
+    free(p);
+  }
+}
+
+TEST_CASE("memalign, valloc, pvalloc") {
+  void* p = memalign(48, 10);  // glibc rounds 48 up to 64
+  REQUIRE(p);
+  CHECK(aligned(p, 64));
+  free(p);
+  long page = sysconf(_SC_PAGESIZE);
+  p = valloc(10);
+  CHECK(aligned(p, static_cast<std::size_t>(page)));
+  free(p);
+  p = pvalloc(10);
+  CHECK(aligned(p, static_cast<std::size_t>(page)));
+  CHECK(malloc_usable_size(p) >= static_cast<std::size_t>(page));
+  free(p);
+  errno = 0;
+  CHECK(pvalloc(opaque(SIZE_MAX)) == nullptr);
+  CHECK(errno == ENOMEM);
+}
+
+TEST_CASE("free_sized and free_aligned_sized free") {
+  for (int i = 0; i < 1000; ++i) {
+    void* p = malloc(static_cast<std::size_t>(i));
+    free_sized(p, static_cast<std::size_t>(i));
+    void* q = aligned_alloc(256, 512);
+    free_aligned_sized(q, 256, 512);
+  }
+  CHECK(livealloc::detail::heap_is_valid());
+}
+
+TEST_CASE("mallinfo2 reports real numbers") {
+  struct mallinfo2 before = mallinfo2();
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(malloc(1000));
+  void* big = malloc(8 << 20);
+  struct mallinfo2 during = mallinfo2();
+  CHECK(during.uordblks >= before.uordblks + 1000 * 1000);
+  CHECK(during.hblks == before.hblks + 1);
+  CHECK(during.hblkhd >= before.hblkhd + (8u << 20));
+  CHECK(during.arena >= during.uordblks);
+  for (void* p : v) free(p);
+  free(big);
+  struct mallinfo2 after = mallinfo2();
+  CHECK(after.uordblks <= during.uordblks - 1000 * 1000);
+  CHECK(after.hblks == before.hblks);
+  CHECK(malloc_trim(0) == 1);
+  CHECK(mallinfo2().keepcost == 0);
+}
+
+TEST_CASE("operator new throws std::bad_alloc; nothrow forms return nullptr") {
+  CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100)), std::bad_alloc);
+  CHECK_THROWS_AS(sink = ::operator new[](opaque(SIZE_MAX - 100)), std::bad_alloc);
+  CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100), std::align_val_t(64)), std::bad_alloc);
+  CHECK_THROWS_AS(sink = ::operator new[](opaque(SIZE_MAX - 100), std::align_val_t(64)), std::bad_alloc);
+  CHECK(::operator new(opaque(SIZE_MAX - 100), std::nothrow) == nullptr);
+  CHECK(::operator new[](opaque(SIZE_MAX - 100), std::nothrow) == nullptr);
+  CHECK(::operator new(opaque(SIZE_MAX - 100), std::align_val_t(64), std::nothrow) == nullptr);
+  CHECK(::operator new[](opaque(SIZE_MAX - 100), std::align_val_t(64), std::nothrow) == nullptr);
+}
+
+namespace {
+int handler_calls = 0;
+void* reserve = nullptr;
+void release_reserve() {  // a typical handler: free an emergency reserve, then give up
+  ++handler_calls;
+  if (reserve) {
+    free(reserve);
+    reserve = nullptr;
+  } else {
+    std::set_new_handler(nullptr);
+  }
+}
+void throwing_handler() {
+  ++handler_calls;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+TEST_CASE("the new-handler is called until it gives up") {
+  handler_calls = 0;
+  reserve = malloc(100);
+  std::set_new_handler(release_reserve);
+  CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100)), std::bad_alloc);
+  CHECK(handler_calls == 2);
+  std::set_new_handler(throwing_handler);
+  handler_calls = 0;
+  CHECK(::operator new(opaque(SIZE_MAX - 100), std::nothrow) == nullptr);  // the throw is caught
+  CHECK(handler_calls == 1);
+  std::set_new_handler(nullptr);
+}
+
+TEST_CASE("every operator new/delete form round trips with the right alignment") {
+  struct alignas(128) wide {
+    char c[128];
+  };
+  auto* w = new wide;
+  CHECK(aligned(w, 128));
+  delete w;
+  auto* wa = new wide[7];
+  CHECK(aligned(wa, 128));
+  delete[] wa;
+  auto* wn = new (std::nothrow) wide;
+  CHECK(aligned(wn, 128));
+  delete wn;
+  void* p = ::operator new(100);
+  ::operator delete(p, 100);
+  p = ::operator new[](100);
+  ::operator delete[](p, 100);
+  p = ::operator new(100, std::nothrow);
+  ::operator delete(p, std::nothrow);
+  p = ::operator new[](100, std::nothrow);
+  ::operator delete[](p, std::nothrow);
+  p = ::operator new(100, std::align_val_t(4096));
+  CHECK(aligned(p, 4096));
+  ::operator delete(p, 100, std::align_val_t(4096));
+  p = ::operator new[](100, std::align_val_t(4096));
+  CHECK(aligned(p, 4096));
+  ::operator delete[](p, 100, std::align_val_t(4096));
+  p = ::operator new(100, std::align_val_t(256), std::nothrow);
+  ::operator delete(p, std::align_val_t(256), std::nothrow);
+  p = ::operator new[](100, std::align_val_t(256), std::nothrow);
+  ::operator delete[](p, std::align_val_t(256), std::nothrow);
+  p = ::operator new(100, std::align_val_t(256));
+  ::operator delete(p, std::align_val_t(256));
+  p = ::operator new[](100, std::align_val_t(256));
+  ::operator delete[](p, std::align_val_t(256));
+  CHECK(livealloc::detail::heap_is_valid());
+}
