@@ -72,7 +72,7 @@
   X(remote_batch, int, 32, 1, 4096, true,                                                       \
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
   X(large_cache, int, 64, 0, 65536, true,                                                       \
-    "MiB of freed large mappings kept for reuse instead of munmap")                             \
+    "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 10, 0, 60000, true,                                                      \
     "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
   X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
@@ -146,6 +146,7 @@ constexpr std::size_t kMaxSmall = 256 * 1024;  // larger requests get their own 
 constexpr unsigned kClasses = 53;              // class 0 is unused; 1..52 cover 16 B..256 KiB
 constexpr std::size_t kMinBlocksPerSpan = 8;
 constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve this much of a span at a time
+constexpr std::uint16_t kLifoBudget = 1024;
 constexpr std::size_t kLargeHeader = 64;         // header in front of every large mapping
 constexpr std::uint32_t kMagic = 0x6c69766cu;    // "lvil"
 constexpr std::uint32_t kKindSegment = 1, kKindLarge = 2;
@@ -494,7 +495,10 @@ struct block {
 // Invariant (owner thread, outside a call): used + length(free) + length(local_free) == reserved,
 // where blocks freed by other threads count as used until the owner drains its inbox.
 // The owner allocates from `free` and frees into `local_free`; the lists swap in the slow path,
-// so every `free` list's exhaustion sends the owner through the slow path regularly.
+// so every `free` list's exhaustion sends the owner through the slow path regularly. The one
+// exception: a free into the current page of its class goes straight back to `free` (LIFO: the
+// next malloc reuses the block while it is hot in cache, and a page that is nearly full does not
+// send every call through the slow path), at most kLifoBudget times between two slow paths.
 // Everything malloc and free touch is in the first 48 bytes; the descriptor is one cache line.
 struct alignas(64) page {
   block* free = nullptr;        // blocks the fast path hands out
@@ -507,6 +511,7 @@ struct alignas(64) page {
   std::uint32_t block_size = 0;
   std::uint8_t kept_empty = 0;  // used == 0, counted in heap::kept_empty, kept for reuse
   std::uint8_t units = 0;       // span length in units; 0 on a free unit or a continuation
+  std::uint16_t lifo_budget = 0;  // frees that may still go straight to `free` (current page)
   heap* owner = nullptr;
   page* span = nullptr;         // the span's first descriptor (itself for the first)
   page* next = nullptr;         // class queue (pages with free blocks, current page first)
@@ -628,6 +633,7 @@ inline thread_local heap* tls_heap __attribute__((tls_model("initial-exec"))) = 
 struct large_cache_entry {
   std::uint8_t* base;
   std::size_t size;
+  std::uint64_t expires;  // now_ms() after which it is unmapped
 };
 
 struct global_state {
@@ -647,6 +653,7 @@ struct global_state {
   spinlock large_lock;
   large_cache_entry large_cache[kLargeCacheSlots] = {};
   unsigned large_cache_count = 0;
+  std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
   std::atomic<std::size_t> segments_mapped{0};
   std::atomic<std::size_t> large_bytes{0}, large_count{0}, cached_bytes{0};
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
@@ -1010,9 +1017,16 @@ inline void heap_apply_options(heap* h) noexcept {
 }
 
 // Everything the slow path does before looking for a page.
+inline bool large_cache_sweep(bool all) noexcept;
+
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
-  if (h->purge_pending && now_ms() >= h->purge_deadline) heap_purge(h);
+  std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
+  if (h->purge_pending || large_deadline != 0) {
+    std::uint64_t now = now_ms();
+    if (h->purge_pending && now >= h->purge_deadline) heap_purge(h);
+    if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
+  }
   outbox_flush(h);
   heap_drain_inbox(h);
 }
@@ -1167,6 +1181,7 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
         pg->kept_empty = 0;
         --h->kept_empty[cls];
       }
+      pg->lifo_budget = kLifoBudget;
       return pg;
     }
     queue_remove(h, pg);
@@ -1177,6 +1192,7 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
   if (!pg) return nullptr;
   queue_push_front(h, pg);
   page_extend(pg);
+  pg->lifo_budget = kLifoBudget;
   return pg;
 }
 
@@ -1188,11 +1204,12 @@ inline void checked_on_alloc(page* pg, block* b) noexcept {
 }
 #endif
 
-LIVEALLOC_ALWAYS_INLINE void* take_block(heap* h, page* pg, std::size_t size) noexcept {
+LIVEALLOC_ALWAYS_INLINE void* take_block(heap* h, page* pg, unsigned cls,
+                                         std::size_t size) noexcept {
   block* b = pg->free;
   pg->free = b->next;
   ++pg->used;
-  class_counters& c = h->stats[pg->cls];
+  class_counters& c = h->stats[cls];
   bump(c.allocs);
   bump(c.requested, size);
 #if LIVEALLOC_CHECKED
@@ -1214,13 +1231,13 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
     errno = ENOMEM;
     return nullptr;
   }
-  return take_block(h, pg, size);
+  return take_block(h, pg, cls, size);
 }
 
 LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
   heap* h = tls_heap;
   page* pg = h->direct[cls];
-  if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, size);
+  if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, cls, size);
   return allocate_slow(cls, size);
 }
 
@@ -1232,9 +1249,42 @@ inline large_header* large_of(const void* p) noexcept {
   return reinterpret_cast<large_header*>(a & ~kSegmentMask);
 }
 
+// Unmaps entries that expired (or all with `all`); call with large_lock held. Returns the entries
+// to unmap, which the caller does after unlocking.
+inline unsigned large_cache_expire(std::uint64_t now, bool all, large_cache_entry* out) noexcept {
+  unsigned n = 0;
+  std::uint64_t earliest = 0;
+  for (unsigned i = 0; i < g.large_cache_count;) {
+    large_cache_entry& e = g.large_cache[i];
+    if (all || now >= e.expires) {
+      sub(g.cached_bytes, e.size);
+      out[n++] = e;
+      e = g.large_cache[--g.large_cache_count];
+      continue;
+    }
+    if (earliest == 0 || e.expires < earliest) earliest = e.expires;
+    ++i;
+  }
+  g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+  return n;
+}
+
+inline bool large_cache_sweep(bool all) noexcept {
+  large_cache_entry gone[kLargeCacheSlots];
+  unsigned n;
+  {
+    lock_guard guard(g.large_lock);
+    n = large_cache_expire(now_ms(), all, gone);
+  }
+  for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
+  return n > 0;
+}
+inline bool large_cache_clear() noexcept { return large_cache_sweep(true); }
+
 // A cached mapping of at least `need` bytes and at most twice that (so a small request does not
 // pin a huge mapping), best fit; its pages are still resident, which is the point.
 inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
+  if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
   lock_guard guard(g.large_lock);
   int best = -1;
   for (unsigned i = 0; i < g.large_cache_count; ++i) {
@@ -1245,50 +1295,43 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
   if (best < 0) return nullptr;
   large_cache_entry e = g.large_cache[best];
   g.large_cache[best] = g.large_cache[--g.large_cache_count];
+  if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
   sub(g.cached_bytes, e.size);
   *size = e.size;
   return e.base;
 }
 
-// Keeps a freed mapping for reuse within the large_cache budget, evicting the oldest entries.
+// Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms, evicting the
+// oldest entries; a loop of large allocations then pays neither mmap nor page faults.
 inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
   const std::size_t limit = static_cast<std::size_t>(option(opt_large_cache)) << 20;
-  large_cache_entry evicted[kLargeCacheSlots];
-  unsigned n_evicted = 0;
-  bool kept = false;
-  if (size <= limit) {
+  const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
+  large_cache_entry gone[kLargeCacheSlots + 1];
+  unsigned n = 0;
+  if (size <= limit && delay > 0) {
+    const std::uint64_t now = now_ms();
     lock_guard guard(g.large_lock);
+    n = large_cache_expire(now, false, gone);
     std::size_t bytes = 0;
     for (unsigned i = 0; i < g.large_cache_count; ++i) bytes += g.large_cache[i].size;
     while (g.large_cache_count > 0 &&
            (bytes + size > limit || g.large_cache_count == kLargeCacheSlots)) {
-      evicted[n_evicted++] = g.large_cache[0];
-      bytes -= g.large_cache[0].size;
-      sub(g.cached_bytes, g.large_cache[0].size);
-      memmove(&g.large_cache[0], &g.large_cache[1],
-              (g.large_cache_count - 1) * sizeof(large_cache_entry));
-      --g.large_cache_count;
+      unsigned oldest = 0;
+      for (unsigned i = 1; i < g.large_cache_count; ++i)
+        if (g.large_cache[i].expires < g.large_cache[oldest].expires) oldest = i;
+      gone[n++] = g.large_cache[oldest];
+      bytes -= g.large_cache[oldest].size;
+      sub(g.cached_bytes, g.large_cache[oldest].size);
+      g.large_cache[oldest] = g.large_cache[--g.large_cache_count];
     }
-    g.large_cache[g.large_cache_count++] = {base, size};
+    g.large_cache[g.large_cache_count++] = {base, size, now + delay};
     add(g.cached_bytes, size);
-    kept = true;
+    std::uint64_t d = g.large_cache_deadline.load(std::memory_order_relaxed);
+    if (d == 0 || now + delay < d) g.large_cache_deadline.store(now + delay, std::memory_order_relaxed);
+  } else {
+    gone[n++] = {base, size, 0};
   }
-  for (unsigned i = 0; i < n_evicted; ++i) os_unmap(evicted[i].base, evicted[i].size);
-  if (!kept) os_unmap(base, size);
-}
-
-inline bool large_cache_clear() noexcept {
-  large_cache_entry all[kLargeCacheSlots];
-  unsigned n;
-  {
-    lock_guard guard(g.large_lock);
-    n = g.large_cache_count;
-    memcpy(all, g.large_cache, n * sizeof(large_cache_entry));
-    for (unsigned i = 0; i < n; ++i) sub(g.cached_bytes, all[i].size);
-    g.large_cache_count = 0;
-  }
-  for (unsigned i = 0; i < n; ++i) os_unmap(all[i].base, all[i].size);
-  return n > 0;
+  for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,
@@ -1445,35 +1488,64 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
 LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   page* pg = page_of(p);
   heap* h = tls_heap;
-  if (LIVEALLOC_LIKELY(pg->owner == h)) return page_free_block(h, pg, static_cast<block*>(p));
+  if (LIVEALLOC_LIKELY(pg->owner == h)) {
+    // The current page is never full nor retired, so no check follows the decrement.
+    if (LIVEALLOC_LIKELY(h->direct[pg->cls] == pg && pg->lifo_budget != 0)) {
+      --pg->lifo_budget;
+      auto* b = static_cast<block*>(p);
+      b->next = pg->free;
+      pg->free = b;
+      --pg->used;
+      bump(h->stats[pg->cls].frees);
+      return;
+    }
+    return page_free_block(h, pg, static_cast<block*>(p));
+  }
   free_remote(pg, static_cast<block*>(p));
 }
 
+// Pointers at a 4 MiB boundary: nullptr, or a large block aligned to 4 MiB or more.
+LIVEALLOC_NOINLINE inline void free_at_boundary(void* p) noexcept {
+  if (p) free_large(large_of(p));
+}
+
 LIVEALLOC_ALWAYS_INLINE void free_impl(void* p) noexcept {
-  if (LIVEALLOC_UNLIKELY(p == nullptr)) return;
 #if LIVEALLOC_CHECKED
-  checked_free(p, 0, false);
+  if (p) checked_free(p, 0, false);
 #endif
-  if (LIVEALLOC_UNLIKELY(is_large(p))) return free_large(large_of(p));
+  // One test covers nullptr too: it is at a 4 MiB boundary like no small block is.
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (LIVEALLOC_UNLIKELY((a & kSegmentMask) == 0)) return free_at_boundary(p);
+  if (LIVEALLOC_UNLIKELY(reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment))
+    return free_large(large_of(p));
   free_small(p);
 }
 
+// The size cannot make the page lookup cheaper (a mask and a load), and a small size does not
+// rule out an over-aligned large mapping; a size above the small limit does skip the segment
+// header load. The checked mode verifies it.
 LIVEALLOC_ALWAYS_INLINE void free_sized_impl(void* p, std::size_t size) noexcept {
-  if (LIVEALLOC_UNLIKELY(p == nullptr)) return;
 #if LIVEALLOC_CHECKED
-  checked_free(p, size, true);
-#else
-  (void)size;  // the page lookup is a mask and a load: the size would not make it cheaper
+  if (p) checked_free(p, size, true);
 #endif
-  if (LIVEALLOC_UNLIKELY(is_large(p))) return free_large(large_of(p));
+  if (LIVEALLOC_UNLIKELY(size > kMaxSmall && p != nullptr)) return free_large(large_of(p));
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (LIVEALLOC_UNLIKELY((a & kSegmentMask) == 0)) return free_at_boundary(p);
+  if (LIVEALLOC_UNLIKELY(reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment))
+    return free_large(large_of(p));
   free_small(p);
 }
 
 // --- the rest of the malloc family ---------------------------------------------------------------
 
-LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
-  if (LIVEALLOC_LIKELY(size <= kMaxSmall)) return allocate_class(size_class(size), size);
+LIVEALLOC_NOINLINE inline void* malloc_medium(std::size_t size) noexcept {
+  if (size <= kMaxSmall) return allocate_class(class_of(size), size);
   return allocate_large(size, 16);
+}
+
+LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
+  if (LIVEALLOC_LIKELY(size <= 1024)) return allocate_class(kSmallClass.v[(size + 15) >> 4], size);
+  return malloc_medium(size);
 }
 
 inline std::size_t usable_size_impl(const void* p) noexcept {

@@ -6,6 +6,7 @@
 #include <livealloc.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -187,6 +188,7 @@ TEST_CASE("sized deallocate and many live blocks keep the heap valid") {
 }
 
 TEST_CASE("trim returns cached memory to the OS") {
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
   std::vector<void*> v;
   for (int i = 0; i < 4000; ++i) v.push_back(la::allocate(1000));
   void* big = la::allocate(32 << 20);
@@ -199,6 +201,7 @@ TEST_CASE("trim returns cached memory to the OS") {
   CHECK(s.cached_bytes == 0);
   CHECK(s.madvise_calls > madvise_before);
   CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
@@ -251,8 +254,9 @@ TEST_CASE("released pages are reused at once and go back to the OS after the pur
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
-TEST_CASE("large mappings are reused from the cache instead of mmap") {
+TEST_CASE("large mappings are reused from the cache instead of mmap, until they expire") {
   la::trim();
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
   void* p = la::allocate(10 << 20);
   la::deallocate(p);
   std::size_t maps = la::get_stats().mmap_calls;
@@ -263,6 +267,57 @@ TEST_CASE("large mappings are reused from the cache instead of mmap") {
     la::deallocate(q);
   }
   CHECK(la::get_stats().mmap_calls == maps);
+  CHECK(la::get_stats().cached_bytes >= (9u << 20));
+  // A short delay: the cached mapping goes back to the OS at a later slow path.
+  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  p = la::allocate(10 << 20);
+  la::deallocate(p);
+  usleep(20 * 1000);
+  std::vector<void*> v;
+  for (int i = 0; i < 2000; ++i) v.push_back(la::allocate(2000));  // slow paths
+  for (void* q : v) la::deallocate(q);
+  CHECK(la::get_stats().cached_bytes < (9u << 20));
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+namespace {
+// The VmFlags line of the mapping in /proc/self/smaps that contains `p`.
+std::string vm_flags_of(const void* p) {
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  REQUIRE(f);
+  char line[512];
+  bool inside = false;
+  std::string flags;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' '))
+      inside = a >= lo && a < hi;
+    else if (inside && std::strncmp(line, "VmFlags:", 8) == 0)
+      flags = line;
+  }
+  std::fclose(f);
+  return flags;
+}
+}  // namespace
+
+TEST_CASE("hugepages: segments and large mappings are advised MADV_HUGEPAGE") {
+  using namespace la::detail;
+  la::trim();  // no cached segment or mapping: the ones below are new
+  void* big = la::allocate(8 << 20);
+  CHECK(vm_flags_of(big).find(" hg") == std::string::npos);
+  la::deallocate(big);
+  la::trim();
+  // A start-up option: set it the way the environment would, through the internals.
+  g_options.v[opt_hugepages].store(1);
+  big = la::allocate(8 << 20);
+  std::vector<void*> v;
+  for (int i = 0; i < 9000; ++i) v.push_back(la::allocate(1000));  // more than two segments
+  CHECK(vm_flags_of(big).find(" hg") != std::string::npos);
+  CHECK(vm_flags_of(v.back()).find(" hg") != std::string::npos);
+  g_options.v[opt_hugepages].store(0);
+  la::deallocate(big);
+  for (void* p : v) la::deallocate(p);
 }
 
 TEST_CASE("options: set, get, range checks, generation") {

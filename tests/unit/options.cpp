@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -165,6 +167,8 @@ TEST_CASE("a preloaded program reads the environment at start") {
 #endif
 
 TEST_CASE("the README's options table is generated from the options table") {
+  // tests/update_options_table.py asks for the table this way.
+  if (std::getenv("LIVEALLOC_PRINT_OPTIONS_TABLE")) std::cout << markdown_table();
   std::ifstream in(LIVEALLOC_SOURCE_DIR "/README.md");
   REQUIRE(in.good());
   std::stringstream ss;
