@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +69,10 @@
 // README table is printed from this list (tests/unit/options.cpp checks it is current).
 #define LIVEALLOC_OPTIONS(X)                                                                    \
   X(verbose, bool, 0, 0, 1, false, "print the options in effect at start, on stderr")           \
+  X(profile, bool, 0, 0, 1, false,                                                              \
+    "publish the counters in /dev/shm/livealloc.<pid> for memlive (allocator/TELEMETRY.md)")    \
+  X(telemetry_slots, int, 256, 2, 4096, false,                                                  \
+    "thread slots in the telemetry segment; threads past them count in one overflow slot")      \
   X(page_recycle, int, 2, 0, 4096, true,                                                        \
     "empty pages a thread keeps per size class; past it they go back to the OS")                \
   X(remote_batch, int, 32, 1, 4096, true,                                                       \
@@ -126,6 +132,135 @@ struct stats {
 };
 stats get_stats() noexcept;
 
+// ------------------------------------------------------------------------------------------------
+// Telemetry: the layout of the shared-memory segment, the contract between the allocator and any
+// reader (memlive, livealloc_reader.h, third parties). allocator/TELEMETRY.md describes it in
+// prose. All integers are little-endian, naturally aligned; every counter is a uint64_t written
+// with relaxed atomic stores. Offsets are from the start of the segment.
+// ------------------------------------------------------------------------------------------------
+namespace telemetry {
+
+inline constexpr char kMagic[8] = {'L', 'I', 'V', 'E', 'A', 'L', 'L', 'C'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kClassCount = 53;  // class 0: large blocks (own mapping); 1..52: sizes
+constexpr std::uint32_t kNameSize = 16;    // thread names (Linux: 15 characters and a NUL)
+constexpr std::uint32_t kProgramSize = 64;
+
+// Per thread and size class. Cumulative counters only grow; gauges go up and down.
+enum counter : std::uint32_t {
+  c_allocs,           // blocks handed out (realloc counts a free and an allocation)
+  c_frees,            // blocks returned to this thread's heap (local frees + remote received)
+  c_requested_bytes,  // bytes asked for by those allocations (internal waste = allocs*size - this)
+  c_refills,          // allocations that missed the thread cache and took the slow path
+  c_remote_sent,      // blocks this thread freed that another thread's heap owns
+  c_remote_received,  // blocks other threads freed into this heap (also counted in c_frees)
+  c_adopted,          // live blocks inherited with the heap of an exited thread
+  c_pages_taken,      // spans taken from segments for this class
+  c_pages_released,   // spans given back (to the segment, then to the OS after purge_delay)
+  c_pages_in_use,     // gauge: spans of this class the heap holds
+  c_pages_kept,       // gauge: of those, empty spans kept under the page_recycle threshold
+  c_reserved_blocks,  // gauge: blocks carved in those spans; cached free = reserved - live
+  c_large_freed_by_others,  // class 0: this thread's large blocks that other threads freed
+                            // (the one counter others write, with atomic adds)
+  c_handed_over,      // exited totals only: live blocks passed on to a thread adopting a heap
+  c_reserved_14,
+  c_reserved_15,
+  kCounterCount
+};
+// Live blocks = allocs + adopted - frees - large_freed_by_others - handed_over. Read the
+// subtracted counters before the added ones: then live is never negative in a snapshot.
+
+enum slot_state : std::uint32_t { slot_unused = 0, slot_alive = 1, slot_exited = 2,
+                                  slot_overflow = 3 };
+
+// The first 128 bytes of every slot. Written only by the slot's thread (state and the exit time
+// also by the thread that reclaims it).
+struct slot_header {
+  std::atomic<std::uint32_t> state;        // slot_state
+  std::atomic<std::uint32_t> incarnation;  // bumped each time a new thread takes the slot
+  std::atomic<std::int32_t> tid;           // kernel thread id
+  std::uint32_t reserved0;
+  char name[kNameSize];                    // NUL-terminated; refreshed at slow paths
+  std::atomic<std::uint64_t> start_ns;     // CLOCK_REALTIME when the thread took the slot
+  std::atomic<std::uint64_t> exit_ns;      // CLOCK_REALTIME at exit, 0 while alive
+  std::atomic<std::uint64_t> applied_generation;  // options generation this thread applied
+  std::atomic<std::uint64_t> mmap_calls, munmap_calls, madvise_calls;  // by this thread
+  std::atomic<std::uint64_t> slow_paths;     // allocations that took the slow path
+  std::atomic<std::uint64_t> flushes;        // batches of remote frees handed back
+  std::uint64_t reserved1[4];
+};
+static_assert(sizeof(slot_header) == 128, "slot_header is part of the segment layout");
+
+// One per size class, right after the slot header: counters[kClassCount].
+struct class_counters {
+  std::atomic<std::uint64_t> v[kCounterCount] = {};
+};
+static_assert(sizeof(class_counters) == 128, "class_counters is part of the segment layout");
+
+// A threshold as seen through the control block. Writers (memlive, set_option) store `requested`
+// and then increment control_block::generation; the allocator validates at its next slow path:
+// a valid value becomes `effective`, an invalid one is counted in `rejected` and `requested` is
+// set back to `effective`.
+struct option_entry {
+  char name[32];                          // NUL-terminated, lower case (env: LIVEALLOC_<NAME>)
+  std::atomic<std::int64_t> requested;
+  std::atomic<std::int64_t> effective;
+  std::int64_t min, max, default_value;
+  std::uint32_t live;                     // 1: may change while running
+  std::uint32_t is_bool;
+  std::uint64_t reserved[2];
+};
+static_assert(sizeof(option_entry) == 96, "option_entry is part of the segment layout");
+
+struct control_block {
+  std::atomic<std::uint64_t> generation;           // bumped by writers after a change
+  std::atomic<std::uint64_t> validated_generation;  // the last generation the allocator checked
+  std::atomic<std::uint64_t> rejected;             // invalid values seen (and undone)
+  std::uint32_t option_count;
+  std::uint32_t option_size;                       // sizeof(option_entry)
+  option_entry options[1];                         // option_count entries: use option_at()
+};
+static_assert(sizeof(control_block) == 128, "control_block is part of the segment layout");
+// Entry i of the control block's options (the array runs past its declared length).
+inline option_entry* option_at(control_block* c, unsigned i) noexcept {
+  return reinterpret_cast<option_entry*>(reinterpret_cast<unsigned char*>(c) +
+                                         offsetof(control_block, options)) + i;
+}
+
+// At offset 0.
+struct segment_header {
+  char magic[8];                  // kMagic
+  std::uint32_t version;          // kVersion
+  std::uint32_t header_size;      // sizeof(segment_header)
+  std::uint64_t segment_size;     // bytes of the whole segment (the file size)
+  std::int32_t pid;
+  std::uint32_t class_count;      // kClassCount
+  std::uint32_t counter_count;    // kCounterCount
+  std::uint32_t slot_count;       // slots, the last of which is the overflow slot
+  std::uint32_t slot_size;        // bytes per slot (slot_header, counters, then private data)
+  std::uint32_t reserved0;
+  std::uint64_t class_sizes_offset;  // uint64_t[class_count]: block size (0 for class 0)
+  std::uint64_t control_offset;      // control_block
+  std::uint64_t exited_offset;       // class_counters[class_count]: counts of exited threads,
+                                     // folded in when a new thread takes over the slot
+  std::uint64_t slots_offset;        // slot i at slots_offset + i * slot_size
+  std::uint64_t start_ns;            // CLOCK_REALTIME at process start
+  char program[kProgramSize];        // NUL-terminated
+  // Process-wide, updated with atomic adds by any thread.
+  std::atomic<std::uint64_t> segment_bytes;   // 4 MiB segments mapped
+  std::atomic<std::uint64_t> large_bytes;     // large mappings in use
+  std::atomic<std::uint64_t> cached_bytes;    // kept for reuse (large cache, segment cache)
+  std::atomic<std::uint64_t> committed_bytes; // spans in use or not yet purged + large + cache
+  std::atomic<std::uint64_t> mmap_calls, munmap_calls, madvise_calls;
+  std::atomic<std::uint64_t> purges;          // purge passes that returned memory to the OS
+  std::atomic<std::uint64_t> slots_used;      // slots ever taken (high-water mark)
+  std::atomic<std::uint64_t> overflow_threads;  // threads that found no free slot
+  std::uint64_t reserved1[6];
+};
+static_assert(sizeof(segment_header) == 280, "segment_header is part of the segment layout");
+
+}  // namespace telemetry
+
 namespace detail {
 
 // ------------------------------------------------------------------------------------------------
@@ -175,6 +310,9 @@ struct lock_guard {
 // read-modify-write on the fast path.
 LIVEALLOC_ALWAYS_INLINE void bump(std::atomic<std::uint64_t>& c, std::uint64_t d = 1) noexcept {
   c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+LIVEALLOC_ALWAYS_INLINE void unbump(std::atomic<std::uint64_t>& c, std::uint64_t d = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) - d, std::memory_order_relaxed);
 }
 LIVEALLOC_ALWAYS_INLINE void add(std::atomic<std::size_t>& c, std::size_t d) noexcept {
   c.fetch_add(d, std::memory_order_relaxed);
@@ -240,28 +378,35 @@ struct message {
   abort();
 }
 
-struct os_counters {
-  std::atomic<std::size_t> mmap_calls{0}, munmap_calls{0}, madvise_calls{0};
-};
-inline os_counters g_os;
+// Process-wide counters live in the telemetry segment's header; until the segment exists (or
+// when it cannot be created) they live here.
+inline telemetry::segment_header g_fallback_header{};
+inline telemetry::segment_header* g_proc = &g_fallback_header;
+
+struct heap;
+inline void count_os_call(int which) noexcept;  // per-thread counts, defined with the heaps
 
 inline void* os_map(std::size_t size) noexcept {
-  add(g_os.mmap_calls, 1);
+  add(g_proc->mmap_calls, 1);
+  count_os_call(0);
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 inline void os_unmap(void* p, std::size_t size) noexcept {
-  add(g_os.munmap_calls, 1);
+  add(g_proc->munmap_calls, 1);
+  count_os_call(1);
   munmap(p, size);
 }
 // Returns physical pages to the OS; the range stays mapped and reads back as zeros.
 inline void os_decommit(void* p, std::size_t size) noexcept {
-  add(g_os.madvise_calls, 1);
+  add(g_proc->madvise_calls, 1);
+  count_os_call(2);
   madvise(p, size, MADV_DONTNEED);
 }
 inline void os_hugepages(void* p, std::size_t size) noexcept {
-  add(g_os.madvise_calls, 1);
+  add(g_proc->madvise_calls, 1);
+  count_os_call(2);
   madvise(p, size, MADV_HUGEPAGE);
 }
 // `size` and `align` are multiples of the OS page; align is a power of two. Maps size + align and
@@ -367,10 +512,6 @@ inline void apply_env_entry(const char* entry) noexcept {
   if (!eq) return;
   int id = find_option(name, static_cast<std::size_t>(eq - name));
   if (id < 0) {
-    // Variables other issues of the project define are read elsewhere; anything else is a typo.
-    static const char* const kOthers[] = {"PROFILE", "SEGMENT", "TELEMETRY"};
-    for (const char* other : kOthers)
-      if (strncmp(name, other, strlen(other)) == 0) return;
     message m;
     std::size_t n = static_cast<std::size_t>(eq - entry);
     m << "livealloc: unknown variable ";
@@ -562,22 +703,15 @@ struct large_header {
   std::uint8_t* base;  // the mapping
   std::size_t map_size;
   std::size_t usable;  // bytes from the user pointer to the end of the mapping
+  heap* owner;         // the heap that counted the allocation (telemetry, class 0)
 #if LIVEALLOC_CHECKED
   std::atomic<std::uint32_t> live;
 #endif
 };
 static_assert(sizeof(large_header) <= kLargeHeader);
 
-struct class_counters {
-  std::atomic<std::uint64_t> allocs{0};           // blocks handed out
-  std::atomic<std::uint64_t> frees{0};            // blocks returned to this heap's pages
-  std::atomic<std::uint64_t> requested{0};        // bytes asked for
-  std::atomic<std::uint64_t> refills{0};          // slow-path entries (the fast path missed)
-  std::atomic<std::uint64_t> remote_sent{0};      // blocks this thread freed for another heap
-  std::atomic<std::uint64_t> remote_received{0};  // blocks other threads freed into this heap
-  std::atomic<std::uint64_t> pages_taken{0};      // spans this heap took from segments
-  std::atomic<std::uint64_t> pages_released{0};   // spans given back (and decommitted)
-};
+using telemetry::class_counters;
+using namespace telemetry;  // the counter names: c_allocs, c_frees, ...
 
 struct page_queue {
   page* first = nullptr;
@@ -592,14 +726,20 @@ struct outbox_slot {
   std::uint32_t count = 0;
 };
 
-enum heap_state : int { kHeapNew = 0, kHeapOwned = 1, kHeapAbandoned = 2, kHeapClaimed = 3 };
+// kHeapForeign: in a fork child, the heaps of the parent's other threads; never adopted or
+// collected, since the child's copy of them may be torn.
+enum heap_state : int { kHeapNew = 0, kHeapOwned = 1, kHeapAbandoned = 2, kHeapClaimed = 3,
+                        kHeapForeign = 4 };
 
 // One per thread. Everything but `inbox` and `state` is touched only by the owning thread (or
 // by whoever holds kHeapClaimed on an abandoned heap). Heaps are never unmapped: the heap of an
 // exited thread goes to a pool and the next new thread adopts it with its pages.
 struct heap {
-  page* direct[kClasses] = {};  // the page the fast path allocates from; never null
+  // The public part, at the start of the heap's telemetry slot (see telemetry::slot_header).
+  telemetry::slot_header pub = {};
   class_counters stats[kClasses] = {};
+  // Private from here on.
+  page* direct[kClasses] = {};  // the page the fast path allocates from; never null
   page_queue queues[kClasses] = {};
   std::uint32_t kept_empty[kClasses] = {};
   outbox_slot outbox[kOutboxSlots] = {};
@@ -616,6 +756,9 @@ struct heap {
   std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
   std::uint32_t batch = 32;
   int tid = 0;
+  std::uint32_t slot = 0;             // index in the telemetry segment
+  std::uint32_t name_tick = 0;        // slow paths until the thread name is read again
+  class_counters* published = nullptr;  // overflow heaps: counts already added to the slot
   constexpr explicit heap(page* empty) noexcept {
     for (auto& d : direct) d = empty;
   }
@@ -629,6 +772,52 @@ inline heap g_empty_heap{&g_empty_page};
 // The one initial-exec TLS pointer. Trivial type and constant initializer: no TLS wrapper, no
 // __cxa_thread_atexit (which would call calloc).
 inline thread_local heap* tls_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
+
+inline void count_os_call(int which) noexcept {
+  heap* h = tls_heap;
+  if (h == &g_empty_heap) return;
+  bump(which == 0 ? h->pub.mmap_calls : which == 1 ? h->pub.munmap_calls : h->pub.madvise_calls);
+}
+
+// --- the telemetry segment ------------------------------------------------------------------
+// Always created at start, as an unnamed file in /dev/shm (O_TMPFILE, 0600): heaps live in its
+// slots, so the fast path writes the public counters directly. Enabling profiling only gives the
+// file its name; without /dev/shm it is anonymous memory and profiling cannot be enabled.
+constexpr std::size_t kClassSizesOffset = 512;
+constexpr std::size_t kControlOffset = 1024;
+constexpr std::size_t kExitedOffset = 4096;
+constexpr std::size_t kSlotsOffset = 16384;
+constexpr std::size_t kSlotBytes = (sizeof(heap) + kOsPage - 1) & ~(kOsPage - 1);
+static_assert(kControlOffset + sizeof(telemetry::control_block) +
+                  kOptionCount * sizeof(telemetry::option_entry) <= kExitedOffset);
+static_assert(kExitedOffset + kClasses * sizeof(class_counters) <= kSlotsOffset);
+
+struct table_state {
+  std::uint8_t* base = nullptr;
+  std::size_t size = 0;
+  int fd = -1;
+  std::uint32_t slots = 0;
+  std::atomic<std::uint32_t> next_slot{0};
+  bool linked = false;       // has its /dev/shm name
+  bool want_linked = false;  // profiling was enabled (a fork child links its own)
+  bool atexit_registered = false;
+  char path[64] = {};
+  telemetry::control_block* control = nullptr;
+  spinlock lock;  // enable/disable and control-block validation
+};
+inline table_state g_table;
+// Folded counters of exited threads; in the segment once it exists.
+inline class_counters g_exited_fallback[kClasses] = {};
+inline class_counters* g_exited = g_exited_fallback;
+
+inline heap* slot_heap(std::uint32_t i) noexcept {
+  return reinterpret_cast<heap*>(g_table.base + kSlotsOffset + std::size_t(i) * kSlotBytes);
+}
+inline std::uint64_t realtime_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 struct large_cache_entry {
   std::uint8_t* base;
@@ -654,8 +843,7 @@ struct global_state {
   large_cache_entry large_cache[kLargeCacheSlots] = {};
   unsigned large_cache_count = 0;
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
-  std::atomic<std::size_t> segments_mapped{0};
-  std::atomic<std::size_t> large_bytes{0}, large_count{0}, cached_bytes{0};
+  std::atomic<std::size_t> large_count{0};
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
   std::atomic<std::uint8_t>* chunk_map = nullptr;  // per 4 MiB chunk: 1 segment, 2 large
@@ -748,13 +936,13 @@ inline segment* segment_alloc(heap* h) noexcept {
     if ((s = g.segment_cache) != nullptr) {
       g.segment_cache = s->next;
       --g.segment_cache_count;
-      sub(g.cached_bytes, kSegmentSize);
+      sub(g_proc->cached_bytes, kSegmentSize);
     }
   }
   if (!s) {
     s = static_cast<segment*>(os_map_aligned(kSegmentSize, kSegmentSize));
     if (!s) return nullptr;
-    add(g.segments_mapped, 1);
+    add(g_proc->segment_bytes, kSegmentSize);
     if (option(opt_hugepages)) os_hugepages(s, kSegmentSize);
 #if LIVEALLOC_CHECKED
     chunk_mark(s, kSegmentSize, 1);
@@ -783,14 +971,14 @@ inline void segment_release(heap* h, segment* s) noexcept {
       s->next = g.segment_cache;
       g.segment_cache = s;
       ++g.segment_cache_count;
-      add(g.cached_bytes, kSegmentSize);
+      add(g_proc->cached_bytes, kSegmentSize);
       return;
     }
   }
 #if LIVEALLOC_CHECKED
   chunk_mark(s, kSegmentSize, 0);
 #endif
-  sub(g.segments_mapped, 1);
+  sub(g_proc->segment_bytes, kSegmentSize);
   os_unmap(s, kSegmentSize);
 }
 
@@ -831,7 +1019,8 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   for (unsigned i = 0; i < (pg->capacity + 63u) / 64u; ++i)
     pg->live_bits[i].store(0, std::memory_order_relaxed);
 #endif
-  bump(h->stats[cls].pages_taken);
+  bump(h->stats[cls].v[c_pages_taken]);
+  bump(h->stats[cls].v[c_pages_in_use]);
   return pg;
 }
 
@@ -840,9 +1029,14 @@ inline void heap_purge(heap* h) noexcept;
 // Gives a page's span back to its segment; its memory goes back to the OS now (purge_delay 0) or
 // at the first slow path after the delay, unless a new page reuses it first.
 inline void page_release(heap* h, page* pg) noexcept {
-  if (pg->kept_empty) --h->kept_empty[pg->cls];
+  if (pg->kept_empty) {
+    --h->kept_empty[pg->cls];
+    unbump(h->stats[pg->cls].v[c_pages_kept]);
+  }
   if (!pg->in_full) queue_remove(h, pg);
-  bump(h->stats[pg->cls].pages_released);
+  bump(h->stats[pg->cls].v[c_pages_released]);
+  unbump(h->stats[pg->cls].v[c_pages_in_use]);
+  unbump(h->stats[pg->cls].v[c_reserved_blocks], pg->reserved);
   auto* s = reinterpret_cast<segment*>(reinterpret_cast<std::uintptr_t>(pg) & ~kSegmentMask);
   const unsigned n = pg->units;
   const unsigned idx = static_cast<unsigned>(pg - s->pages);
@@ -905,6 +1099,7 @@ inline void page_extend(page* pg) noexcept {
   reinterpret_cast<block*>(p)->next = pg->free;
   pg->free = first;
   pg->reserved = static_cast<std::uint16_t>(pg->reserved + n);
+  bump(pg->owner->stats[pg->cls].v[c_reserved_blocks], n);
 }
 
 // A page's used count reached zero: the current page of its class stays; others are kept up to
@@ -914,6 +1109,7 @@ inline void page_retire(heap* h, page* pg) noexcept {
   if (h->kept_empty[pg->cls] < h->recycle) {
     pg->kept_empty = 1;
     ++h->kept_empty[pg->cls];
+    bump(h->stats[pg->cls].v[c_pages_kept]);
     return;
   }
   page_release(h, pg);
@@ -932,7 +1128,7 @@ LIVEALLOC_NOINLINE inline void page_after_free(heap* h, page* pg) noexcept {
 LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexcept {
   b->next = pg->local_free;
   pg->local_free = b;
-  bump(h->stats[pg->cls].frees);
+  bump(h->stats[pg->cls].v[c_frees]);
   if (LIVEALLOC_UNLIKELY(--pg->used == 0 || pg->in_full)) page_after_free(h, pg);
 }
 
@@ -969,8 +1165,9 @@ inline void heap_drain_inbox(heap* h) noexcept {
   while (b) {
     block* next = b->next;
     page* pg = page_of(b);
-    bump(h->stats[pg->cls].remote_received);
-    page_free_block(h, pg, b);
+    const unsigned cls = pg->cls;
+    page_free_block(h, pg, b);  // counts the free first: remote_received <= frees at all times
+    bump(h->stats[cls].v[c_remote_received]);
     b = next;
   }
 }
@@ -990,6 +1187,7 @@ inline void inbox_push(heap* dest, block* head, block* tail) noexcept {
 inline void outbox_flush(heap* h) noexcept {
   for (auto& slot : h->outbox) {
     if (slot.count == 0) continue;
+    bump(h->pub.flushes);
     block* head = slot.head;
     block* tail = slot.tail;
     heap* dest = slot.dest;
@@ -1000,13 +1198,46 @@ inline void outbox_flush(heap* h) noexcept {
 
 // --- heap life cycle ---------------------------------------------------------------------------
 
+// The options generation: the control block's once the segment exists.
+inline std::uint64_t options_gen() noexcept {
+  telemetry::control_block* c = g_table.control;
+  return c ? c->generation.load(std::memory_order_acquire)
+           : g_options.generation.load(std::memory_order_acquire);
+}
+
+// A writer (memlive, or anyone with the segment) changed the control block: accept valid values,
+// undo and count invalid ones. One thread does it per generation.
+inline void control_validate(std::uint64_t gen) noexcept {
+  telemetry::control_block* c = g_table.control;
+  if (c->validated_generation.load(std::memory_order_acquire) >= gen) return;
+  lock_guard guard(g_table.lock);
+  if (c->validated_generation.load(std::memory_order_acquire) >= gen) return;
+  for (int i = 0; i < kOptionCount; ++i) {
+    telemetry::option_entry& e = *telemetry::option_at(c, static_cast<unsigned>(i));
+    long long want = e.requested.load(std::memory_order_relaxed);
+    long long have = g_options.v[i].load(std::memory_order_relaxed);
+    if (want == have) continue;
+    const option_info& o = kOptionTable[i];
+    if (o.live && want >= o.lo && want <= o.hi) {
+      g_options.v[i].store(want, std::memory_order_relaxed);
+      e.effective.store(want, std::memory_order_relaxed);
+    } else {
+      c->rejected.fetch_add(1, std::memory_order_relaxed);
+      e.requested.store(have, std::memory_order_relaxed);
+    }
+  }
+  c->validated_generation.store(gen, std::memory_order_release);
+}
+
 inline void heap_apply_options(heap* h) noexcept {
-  std::uint64_t gen = g_options.generation.load(std::memory_order_acquire);
+  std::uint64_t gen = options_gen();
   if (h->options_seen != gen) {
+    if (g_table.control) control_validate(gen);
     h->options_seen = gen;
     h->recycle = static_cast<std::uint32_t>(option(opt_page_recycle));
     h->batch = static_cast<std::uint32_t>(option(opt_remote_batch));
     heap_release_empty(h, h->recycle, false);
+    h->pub.applied_generation.store(gen, std::memory_order_relaxed);
   }
   std::uint64_t trim = g_options.trim_request.load(std::memory_order_relaxed);
   if (h->trim_seen != trim) {
@@ -1016,11 +1247,82 @@ inline void heap_apply_options(heap* h) noexcept {
   }
 }
 
+// --- thread slots ------------------------------------------------------------------------------
+
+inline void slot_read_name(heap* h) noexcept {
+  char name[16] = {};
+  prctl(PR_GET_NAME, name, 0, 0, 0);
+  for (unsigned i = 0; i < telemetry::kNameSize; ++i) h->pub.name[i] = i < 15 ? name[i] : 0;
+}
+
+inline void slot_begin(heap* h) noexcept {
+  h->pub.tid.store(static_cast<std::int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+  slot_read_name(h);
+  h->pub.start_ns.store(realtime_ns(), std::memory_order_relaxed);
+  h->pub.exit_ns.store(0, std::memory_order_relaxed);
+  if (!h->published) h->pub.state.store(telemetry::slot_alive, std::memory_order_release);
+}
+
+// A new thread adopts the heap of an exited one: the cumulative counts go to the exited totals
+// (nothing is lost) and the live blocks it inherits count as adopted, so live stays >= 0.
+// Order matters to a concurrent reader, which reads the subtracted counters (exited totals, then
+// slots) before the added ones (slots, then exited totals): subtracted counters leave the slot
+// before they reach the totals, added ones reach the totals before they leave the slot, and
+// handed_over comes last. A reader may then see live too high for a moment, never too low.
+// The caller bumped the incarnation first, so readers that notice it skip this slot.
+inline void slot_fold(heap* h) noexcept {
+  static constexpr counter kSubtracted[] = {c_frees};
+  static constexpr counter kOther[] = {c_requested_bytes, c_refills, c_remote_sent,
+                                       c_remote_received, c_pages_taken, c_pages_released};
+  constexpr auto rlx = std::memory_order_relaxed;
+  for (unsigned cls = 0; cls < kClasses; ++cls) {
+    auto& k = h->stats[cls].v;
+    auto& x = g_exited[cls].v;
+    std::uint64_t others = k[c_large_freed_by_others].exchange(0, rlx);
+    std::uint64_t allocs = k[c_allocs].load(rlx), adopted = k[c_adopted].load(rlx);
+    std::uint64_t frees = k[c_frees].load(rlx);
+    std::uint64_t live = allocs + adopted - frees - others;
+    for (counter c : kSubtracted) k[c].store(0, rlx);
+    x[c_frees].fetch_add(frees, rlx);
+    x[c_large_freed_by_others].fetch_add(others, rlx);
+    x[c_allocs].fetch_add(allocs, rlx);
+    x[c_adopted].fetch_add(adopted, rlx);
+    k[c_allocs].store(0, rlx);
+    k[c_adopted].store(live, rlx);
+    x[c_handed_over].fetch_add(live, rlx);
+    for (counter c : kOther) {
+      x[c].fetch_add(k[c].load(rlx), rlx);
+      k[c].store(0, rlx);
+    }
+  }
+  h->pub.slow_paths.store(0, rlx);
+  h->pub.flushes.store(0, rlx);
+}
+
+// Heaps past the last slot keep private counters and add what changed to the shared overflow slot.
+inline void overflow_publish(heap* h) noexcept {
+  if (!h->published || !g_table.base) return;
+  heap* ov = slot_heap(g_table.slots - 1);
+  for (unsigned cls = 0; cls < kClasses; ++cls)
+    for (unsigned c = 0; c < kCounterCount; ++c) {
+      std::uint64_t now = h->stats[cls].v[c].load(std::memory_order_relaxed);
+      std::uint64_t was = h->published[cls].v[c].load(std::memory_order_relaxed);
+      if (now == was) continue;
+      ov->stats[cls].v[c].fetch_add(now - was, std::memory_order_relaxed);  // wraps for gauges
+      h->published[cls].v[c].store(now, std::memory_order_relaxed);
+    }
+}
+
 // Everything the slow path does before looking for a page.
 inline bool large_cache_sweep(bool all) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
+  if (LIVEALLOC_UNLIKELY(++h->name_tick >= 256)) {  // a name set after start shows up
+    h->name_tick = 0;
+    slot_read_name(h);
+    overflow_publish(h);
+  }
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
   if (h->purge_pending || large_deadline != 0) {
     std::uint64_t now = now_ms();
@@ -1071,10 +1373,13 @@ inline heap* pool_take() noexcept {
   return nullptr;
 }
 
-// A thread exits (or a fork child inherits a heap whose thread is gone): give back what can be
-// given back, then put the heap in the pool for the next thread.
+// A thread exits: give back what can be given back, then put the heap in the pool for the next
+// thread.
 inline void heap_abandon(heap* h) noexcept {
   heap_collect(h);
+  overflow_publish(h);
+  h->pub.exit_ns.store(realtime_ns(), std::memory_order_relaxed);
+  if (!h->published) h->pub.state.store(telemetry::slot_exited, std::memory_order_release);
   g.heaps_owned.fetch_sub(1, std::memory_order_relaxed);
   h->state.store(kHeapAbandoned, std::memory_order_release);
   pool_push(h);
@@ -1086,6 +1391,190 @@ inline void on_thread_exit(void* arg) noexcept {
   auto* h = static_cast<heap*>(arg);
   if (tls_heap == h) tls_heap = &g_empty_heap;
   heap_abandon(h);
+}
+
+// --- the telemetry segment: creation, name, fork ------------------------------------------------
+
+inline int table_file(std::size_t size) noexcept {
+  int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  // 0600 whatever the umask.
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+inline void table_program_name(char* out) noexcept {
+  char buf[256];
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+  if (fd >= 0) close(fd);
+  buf[n > 0 ? n : 0] = 0;
+  const char* base = buf;
+  for (const char* c = buf; *c; ++c)
+    if (*c == '/') base = c + 1;
+  std::size_t i = 0;
+  for (; base[i] && i < telemetry::kProgramSize - 1; ++i) out[i] = base[i];
+  out[i] = 0;
+}
+
+// Lays out a fresh segment at `base` (zero-filled) and makes it the process's.
+inline void table_format(std::uint8_t* base) noexcept {
+  auto* hdr = reinterpret_cast<telemetry::segment_header*>(base);
+  memcpy(hdr->magic, telemetry::kMagic, sizeof(hdr->magic));
+  hdr->version = telemetry::kVersion;
+  hdr->header_size = sizeof(telemetry::segment_header);
+  hdr->segment_size = g_table.size;
+  hdr->pid = getpid();
+  hdr->class_count = telemetry::kClassCount;
+  hdr->counter_count = telemetry::kCounterCount;
+  hdr->slot_count = g_table.slots;
+  hdr->slot_size = static_cast<std::uint32_t>(kSlotBytes);
+  hdr->class_sizes_offset = kClassSizesOffset;
+  hdr->control_offset = kControlOffset;
+  hdr->exited_offset = kExitedOffset;
+  hdr->slots_offset = kSlotsOffset;
+  hdr->start_ns = realtime_ns();
+  table_program_name(hdr->program);
+  auto* sizes = reinterpret_cast<std::uint64_t*>(base + kClassSizesOffset);
+  for (unsigned c = 1; c < kClasses; ++c) sizes[c] = class_size(c);
+  auto* control = reinterpret_cast<telemetry::control_block*>(base + kControlOffset);
+  control->option_count = kOptionCount;
+  control->option_size = sizeof(telemetry::option_entry);
+  for (int i = 0; i < kOptionCount; ++i) {
+    const option_info& o = kOptionTable[i];
+    telemetry::option_entry& e = *telemetry::option_at(control, static_cast<unsigned>(i));
+    for (unsigned j = 0; o.name[j] && j < sizeof(e.name) - 1; ++j) e.name[j] = o.name[j];
+    long long v = option(static_cast<option_id>(i));
+    e.requested.store(v, std::memory_order_relaxed);
+    e.effective.store(v, std::memory_order_relaxed);
+    e.min = o.lo;
+    e.max = o.hi;
+    e.default_value = o.def;
+    e.live = o.live;
+    e.is_bool = o.type[0] == 'b';
+  }
+  std::uint64_t gen = g_options.generation.load(std::memory_order_relaxed);
+  control->generation.store(gen, std::memory_order_relaxed);
+  control->validated_generation.store(gen, std::memory_order_relaxed);
+  // The counters kept so far move into the segment.
+  auto move = [](std::atomic<std::uint64_t>& to, std::atomic<std::uint64_t>& from) {
+    to.store(from.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  };
+  move(hdr->segment_bytes, g_fallback_header.segment_bytes);
+  move(hdr->large_bytes, g_fallback_header.large_bytes);
+  move(hdr->cached_bytes, g_fallback_header.cached_bytes);
+  move(hdr->mmap_calls, g_fallback_header.mmap_calls);
+  move(hdr->munmap_calls, g_fallback_header.munmap_calls);
+  move(hdr->madvise_calls, g_fallback_header.madvise_calls);
+  move(hdr->purges, g_fallback_header.purges);
+  reinterpret_cast<heap*>(base + kSlotsOffset + std::size_t(g_table.slots - 1) * kSlotBytes)
+      ->pub.state.store(telemetry::slot_overflow, std::memory_order_relaxed);
+  g_table.control = control;
+  g_exited = reinterpret_cast<class_counters*>(base + kExitedOffset);
+  g_proc = hdr;
+}
+
+// At process start, before any heap exists.
+inline void table_create() noexcept {
+  g_table.slots = static_cast<std::uint32_t>(option(opt_telemetry_slots));
+  g_table.size = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes;
+  g_table.fd = table_file(g_table.size);
+  void* base = nullptr;
+  if (g_table.fd >= 0) {
+    add(g_fallback_header.mmap_calls, 1);
+    base = mmap(nullptr, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED, g_table.fd, 0);
+    if (base == MAP_FAILED) {
+      close(g_table.fd);
+      g_table.fd = -1;
+      base = nullptr;
+    }
+  }
+  if (!base) base = os_map(g_table.size);  // no /dev/shm: private memory, no profiling
+  if (!base) return;                        // heaps then come from the metadata arena
+  g_table.base = static_cast<std::uint8_t*>(base);
+  table_format(g_table.base);
+}
+
+inline void table_unlink_at_exit() noexcept {
+  if (g_table.linked && g_proc->pid == getpid()) unlink(g_table.path);
+}
+
+inline bool process_init() noexcept;
+
+// Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value.
+inline int table_enable() noexcept {
+  if (!process_init()) return ENOMEM;
+  if (g_table.fd < 0) return g_table.base ? ENOTSUP : ENOMEM;
+  bool register_atexit = false;
+  int result = 0;
+  {
+    lock_guard guard(g_table.lock);
+    g_table.want_linked = true;
+    if (g_table.linked) return 0;
+    message p;
+    p << "/dev/shm/livealloc." << static_cast<long long>(getpid());
+    p.buf[p.len] = 0;
+    memcpy(g_table.path, p.buf, p.len + 1);
+    message self;
+    self << "/proc/self/fd/" << static_cast<long long>(g_table.fd);
+    self.buf[self.len] = 0;
+    int r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+    if (r != 0 && errno == EEXIST) {  // left by a dead process that had our pid
+      unlink(g_table.path);
+      r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+    }
+    if (r != 0) {
+      result = errno;
+    } else {
+      g_table.linked = true;
+      register_atexit = !g_table.atexit_registered;
+      g_table.atexit_registered = true;
+    }
+  }
+  if (register_atexit) atexit(table_unlink_at_exit);  // may allocate: outside the lock
+  return result;
+}
+
+inline int table_disable() noexcept {
+  lock_guard guard(g_table.lock);
+  g_table.want_linked = false;
+  if (!g_table.linked) return 0;
+  g_table.linked = false;
+  return unlink(g_table.path) == 0 ? 0 : errno;
+}
+
+// A fork child must not write into its parent's segment: it copies the used part into a file of
+// its own and maps it at the same address, so every heap pointer stays valid.
+inline void table_fork_child() noexcept {
+  if (!g_table.base || g_table.fd < 0) return;
+  std::size_t used = kSlotsOffset + std::size_t(g_table.next_slot.load()) * kSlotBytes;
+  if (used > g_table.size) used = g_table.size;
+  int fd = table_file(g_table.size);
+  bool copied = fd >= 0;
+  for (std::size_t off = 0; copied && off < used;) {
+    ssize_t w = pwrite(fd, g_table.base + off, used - off, static_cast<off_t>(off));
+    if (w <= 0) copied = false;
+    else off += static_cast<std::size_t>(w);
+  }
+  void* r = MAP_FAILED;
+  if (copied)
+    r = mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (r == MAP_FAILED) {
+    // Keep a private copy at least: the parent's segment must not see the child's writes.
+    if (fd >= 0) close(fd);
+    fd = -1;
+    mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, g_table.fd, 0);
+  }
+  close(g_table.fd);
+  g_table.fd = fd;
+  g_table.linked = false;
+  g_table.lock.word.store(0, std::memory_order_relaxed);
+  g_proc->pid = getpid();
+  g_proc->start_ns = realtime_ns();
+  if (g_table.want_linked && fd >= 0) table_enable();
 }
 
 inline void fork_prepare() noexcept {
@@ -1100,21 +1589,26 @@ inline void fork_parent() noexcept {
   g.pool_lock.unlock();
   g.meta_lock.unlock();
 }
-// In the child only the forking thread exists: every other heap is orphaned and goes to the pool.
+// In the child only the forking thread exists. The other heaps were copied while their threads
+// ran on in the parent, so they may be torn: they become foreign, never adopted nor collected
+// (blocks freed into them in the child stay there).
 inline void fork_child() noexcept {
   fork_parent();
+  table_fork_child();
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
     if (h == tls_heap) {
       ++owned;
+      h->pub.tid.store(static_cast<std::int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
       continue;
     }
-    int s = h->state.load(std::memory_order_relaxed);
-    if (s == kHeapOwned || s == kHeapClaimed) {
-      h->state.store(kHeapAbandoned, std::memory_order_relaxed);
-      pool_push(h);
+    h->state.store(kHeapForeign, std::memory_order_relaxed);
+    if (!h->published && h->pub.state.load(std::memory_order_relaxed) == telemetry::slot_alive) {
+      h->pub.exit_ns.store(realtime_ns(), std::memory_order_relaxed);
+      h->pub.state.store(telemetry::slot_exited, std::memory_order_relaxed);
     }
   }
+  g.pool = nullptr;
   g.heaps_owned.store(owned, std::memory_order_relaxed);
 }
 
@@ -1124,35 +1618,76 @@ inline bool process_init() noexcept {
   int expected = 0;
   if (g.init.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
     read_environment();
+    table_create();
     if (pthread_key_create(&g.key, on_thread_exit) != 0) {
       g.init.store(0, std::memory_order_release);
       return false;
     }
     g.init.store(2, std::memory_order_release);
-    // After init is marked done: registering may itself call malloc.
+    // After init is marked done: these may call malloc.
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (option(opt_verbose)) print_options();
+    if (option(opt_profile)) {
+      int err = table_enable();
+      if (err) {
+        message m;
+        m << "livealloc: LIVEALLOC_PROFILE=1 but the telemetry segment cannot be published: "
+          << strerror(err);
+        m.print();
+      }
+    }
     return true;
   }
   while (g.init.load(std::memory_order_acquire) == 1) sched_yield();
   return g.init.load(std::memory_order_acquire) == 2;
 }
 
+// A heap for a new thread: in the next free slot of the segment, else (slots exhausted, or no
+// segment) a private one that counts into the overflow slot.
+inline heap* heap_new() noexcept {
+  void* mem = nullptr;
+  class_counters* published = nullptr;
+  std::uint32_t idx = g_table.base ? g_table.next_slot.fetch_add(1, std::memory_order_relaxed)
+                                   : ~0u;
+  if (g_table.base && idx + 1 < g_table.slots) {
+    mem = slot_heap(idx);
+    std::uint64_t used = g_proc->slots_used.load(std::memory_order_relaxed);
+    while (used < idx + 1 && !g_proc->slots_used.compare_exchange_weak(used, idx + 1)) {
+    }
+  } else {
+    if (g_table.base) g_table.next_slot.store(g_table.slots, std::memory_order_relaxed);
+    mem = meta_alloc(sizeof(heap));
+    published = static_cast<class_counters*>(meta_alloc(sizeof(class_counters) * kClasses));
+    if (!mem || !published) return nullptr;
+    add(g_proc->overflow_threads, 1);
+    idx = g_table.slots ? g_table.slots - 1 : 0;
+  }
+  heap* h = new (mem) heap(&g_empty_page);
+  h->slot = idx;
+  h->published = published;
+  h->state.store(kHeapOwned, std::memory_order_relaxed);
+  lock_guard guard(g.meta_lock);
+  h->next_all = g.all_heaps.load(std::memory_order_relaxed);
+  g.all_heaps.store(h, std::memory_order_release);
+  g.heap_count.fetch_add(1, std::memory_order_relaxed);
+  return h;
+}
+
+// The calling thread's heap: an exited thread's from the pool, else a new one.
 LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   if (!process_init()) return nullptr;
   heap* h = pool_take();
-  if (!h) {
-    void* mem = meta_alloc(sizeof(heap));
-    if (!mem) return nullptr;
-    h = new (mem) heap(&g_empty_page);
-    h->state.store(kHeapOwned, std::memory_order_relaxed);
-    lock_guard guard(g.meta_lock);
-    h->next_all = g.all_heaps.load(std::memory_order_relaxed);
-    g.all_heaps.store(h, std::memory_order_release);
-    g.heap_count.fetch_add(1, std::memory_order_relaxed);
+  if (h) {
+    h->pub.incarnation.fetch_add(1, std::memory_order_release);  // before the fold: readers skip
+    if (!h->published) slot_fold(h);  // an overflow heap's counts are in the overflow slot
+  } else if (!(h = heap_new())) {
+    return nullptr;
   }
+  if (h->pub.incarnation.load(std::memory_order_relaxed) == 0)
+    h->pub.incarnation.store(1, std::memory_order_relaxed);
   g.heaps_owned.fetch_add(1, std::memory_order_relaxed);
   h->tid = static_cast<int>(syscall(SYS_gettid));
+  slot_begin(h);
   h->options_seen = 0;  // apply the current options at the first slow path
   heap_apply_options(h);
   tls_heap = h;
@@ -1180,6 +1715,7 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
       if (pg->kept_empty) {
         pg->kept_empty = 0;
         --h->kept_empty[cls];
+        unbump(h->stats[cls].v[c_pages_kept]);
       }
       pg->lifo_budget = kLifoBudget;
       return pg;
@@ -1210,8 +1746,8 @@ LIVEALLOC_ALWAYS_INLINE void* take_block(heap* h, page* pg, unsigned cls,
   pg->free = b->next;
   ++pg->used;
   class_counters& c = h->stats[cls];
-  bump(c.allocs);
-  bump(c.requested, size);
+  bump(c.v[c_allocs]);
+  bump(c.v[c_requested_bytes], size);
 #if LIVEALLOC_CHECKED
   checked_on_alloc(pg, b);
 #endif
@@ -1225,7 +1761,8 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
     return nullptr;
   }
   heap_maintain(h);
-  bump(h->stats[cls].refills);
+  bump(h->stats[cls].v[c_refills]);
+  bump(h->pub.slow_paths);
   page* pg = find_page(h, cls);
   if (!pg) {
     errno = ENOMEM;
@@ -1257,7 +1794,7 @@ inline unsigned large_cache_expire(std::uint64_t now, bool all, large_cache_entr
   for (unsigned i = 0; i < g.large_cache_count;) {
     large_cache_entry& e = g.large_cache[i];
     if (all || now >= e.expires) {
-      sub(g.cached_bytes, e.size);
+      sub(g_proc->cached_bytes, e.size);
       out[n++] = e;
       e = g.large_cache[--g.large_cache_count];
       continue;
@@ -1296,7 +1833,7 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
   large_cache_entry e = g.large_cache[best];
   g.large_cache[best] = g.large_cache[--g.large_cache_count];
   if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
-  sub(g.cached_bytes, e.size);
+  sub(g_proc->cached_bytes, e.size);
   *size = e.size;
   return e.base;
 }
@@ -1321,11 +1858,11 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
         if (g.large_cache[i].expires < g.large_cache[oldest].expires) oldest = i;
       gone[n++] = g.large_cache[oldest];
       bytes -= g.large_cache[oldest].size;
-      sub(g.cached_bytes, g.large_cache[oldest].size);
+      sub(g_proc->cached_bytes, g.large_cache[oldest].size);
       g.large_cache[oldest] = g.large_cache[--g.large_cache_count];
     }
     g.large_cache[g.large_cache_count++] = {base, size, now + delay};
-    add(g.cached_bytes, size);
+    add(g_proc->cached_bytes, size);
     std::uint64_t d = g.large_cache_deadline.load(std::memory_order_relaxed);
     if (d == 0 || now + delay < d) g.large_cache_deadline.store(now + delay, std::memory_order_relaxed);
   } else {
@@ -1345,8 +1882,32 @@ inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t
   hdr->live.store(1, std::memory_order_relaxed);
   chunk_mark(base, map_size, 2);
 #endif
-  add(g.large_bytes, map_size);
+  add(g_proc->large_bytes, map_size);
   add(g.large_count, 1);
+}
+
+// Large blocks count in class 0 of the allocating thread. A free by another thread counts as
+// remote_sent for it and as large_freed_by_others (an atomic add) for the allocating one.
+inline heap* counting_heap() noexcept {
+  heap* h = tls_heap;
+  return h != &g_empty_heap ? h : thread_init();
+}
+inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
+  heap* h = counting_heap();
+  hdr->owner = h;
+  if (!h) return;
+  bump(h->stats[0].v[c_allocs]);
+  bump(h->stats[0].v[c_requested_bytes], size);
+}
+inline void large_count_free(large_header* hdr) noexcept {
+  heap* h = counting_heap();
+  if (h && h == hdr->owner) {
+    bump(h->stats[0].v[c_frees]);
+    return;
+  }
+  if (h) bump(h->stats[0].v[c_remote_sent]);
+  if (hdr->owner)
+    hdr->owner->stats[0].v[c_large_freed_by_others].fetch_add(1, std::memory_order_relaxed);
 }
 
 // `align` is a power of two >= 16. Sets *fresh when the memory comes straight from mmap (zeros).
@@ -1377,6 +1938,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
       if (option(opt_hugepages)) os_hugepages(base, map_size);
     }
     large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off);
+    large_count_alloc(reinterpret_cast<large_header*>(base), size);
     return base + off;
   }
   // Alignment of 4 MiB or more: the user pointer is 4 MiB-aligned, the header right before it.
@@ -1389,11 +1951,13 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
   if (fresh) *fresh = true;
   std::uint8_t* user = base + align;
   large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align);
+  large_count_alloc(reinterpret_cast<large_header*>(user - kLargeHeader), size);
   return user;
 }
 
 inline void free_large(large_header* hdr) noexcept {
-  sub(g.large_bytes, hdr->map_size);
+  large_count_free(hdr);
+  sub(g_proc->large_bytes, hdr->map_size);
   sub(g.large_count, 1);
   std::uint8_t* base = hdr->base;
   std::size_t size = hdr->map_size;
@@ -1468,16 +2032,20 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
     page_free_block(h, pg, b);
     return;
   }
-  bump(h->stats[pg->cls].remote_sent);
+  bump(h->stats[pg->cls].v[c_remote_sent]);
   outbox_slot& slot = h->outbox[(reinterpret_cast<std::uintptr_t>(owner) >> 6) % kOutboxSlots];
   if (slot.dest != owner) {
-    if (slot.count) inbox_push(slot.dest, slot.head, slot.tail);
+    if (slot.count) {
+      bump(h->pub.flushes);
+      inbox_push(slot.dest, slot.head, slot.tail);
+    }
     slot = outbox_slot{owner, nullptr, nullptr, 0};
   }
   b->next = slot.head;
   slot.head = b;
   if (!slot.tail) slot.tail = b;
   if (++slot.count >= h->batch) {
+    bump(h->pub.flushes);
     block* head = slot.head;
     block* tail = slot.tail;
     slot = outbox_slot{};
@@ -1496,7 +2064,7 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
       b->next = pg->free;
       pg->free = b;
       --pg->used;
-      bump(h->stats[pg->cls].frees);
+      bump(h->stats[pg->cls].v[c_frees]);
       return;
     }
     return page_free_block(h, pg, static_cast<block*>(p));
@@ -1593,7 +2161,11 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
   std::size_t need = round_up(off + size, kOsPage);
   std::size_t old = hdr->map_size;
   if (need <= old) {
-    if (need >= old / 2) return p;  // shrinking by less than half: keep it
+    if (need >= old / 2) {  // shrinking by less than half: keep it
+      large_count_free(hdr);
+      large_count_alloc(hdr, size);
+      return p;
+    }
     os_unmap(base + need, old - need);
 #if LIVEALLOC_CHECKED
     chunk_mark(base + need, old - need, 0);
@@ -1614,10 +2186,12 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
     hdr = reinterpret_cast<large_header*>(base);
     hdr->base = base;
   }
-  add(g.large_bytes, need);
-  sub(g.large_bytes, old);
+  add(g_proc->large_bytes, need);
+  sub(g_proc->large_bytes, old);
   hdr->map_size = need;
   hdr->usable = need - off;
+  large_count_free(hdr);
+  large_count_alloc(hdr, size);
 #if LIVEALLOC_CHECKED
   chunk_mark(base, need, 2);
 #endif
@@ -1634,6 +2208,15 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
   if (is_large(p)) {
     if (void* q = realloc_large(p, size)) return q;
   } else if (size <= usable && size >= usable / 2) {
+    // A free and an allocation of the same block, in the owner's counts.
+    page* pg = page_of(p);
+    heap* h = tls_heap;
+    if (pg->owner == h) {
+      class_counters& c = h->stats[pg->cls];
+      bump(c.v[c_frees]);
+      bump(c.v[c_allocs]);
+      bump(c.v[c_requested_bytes], size);
+    }
     return p;
   }
   void* q = malloc_impl(size);
@@ -1652,15 +2235,15 @@ inline bool trim_impl() noexcept {
     outbox_flush(h);
     heap_drain_inbox(h);
     released |= heap_release_empty(h, 0, true);
-    std::size_t before = g_os.madvise_calls.load(std::memory_order_relaxed);
+    std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
     heap_purge(h);
-    released |= g_os.madvise_calls.load(std::memory_order_relaxed) != before;
+    released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
   for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
     if (a->state.load(std::memory_order_relaxed) != kHeapAbandoned) continue;
-    std::size_t before = g_os.madvise_calls.load(std::memory_order_relaxed);
+    std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
     heap_try_collect_abandoned(a);
-    released |= g_os.madvise_calls.load(std::memory_order_relaxed) != before;
+    released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
   released |= large_cache_clear();
   segment* list;
@@ -1668,7 +2251,7 @@ inline bool trim_impl() noexcept {
     lock_guard guard(g.segment_lock);
     list = g.segment_cache;
     g.segment_cache = nullptr;
-    sub(g.cached_bytes, g.segment_cache_count * kSegmentSize);
+    sub(g_proc->cached_bytes, g.segment_cache_count * kSegmentSize);
     g.segment_cache_count = 0;
   }
   while (list) {
@@ -1676,7 +2259,7 @@ inline bool trim_impl() noexcept {
 #if LIVEALLOC_CHECKED
     chunk_mark(list, kSegmentSize, 0);
 #endif
-    sub(g.segments_mapped, 1);
+    sub(g_proc->segment_bytes, kSegmentSize);
     os_unmap(list, kSegmentSize);
     list = next;
     released = true;
@@ -1689,24 +2272,25 @@ inline stats stats_impl() noexcept {
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
     for (unsigned c = 1; c < kClasses; ++c) {
       const class_counters& k = h->stats[c];
-      std::uint64_t a = k.allocs.load(std::memory_order_relaxed);
-      std::uint64_t f = k.frees.load(std::memory_order_relaxed);
+      std::uint64_t f = k.v[c_frees].load(std::memory_order_relaxed);
+      std::uint64_t a = k.v[c_allocs].load(std::memory_order_relaxed) +
+                        k.v[c_adopted].load(std::memory_order_relaxed);
       s.allocated_bytes += a * class_size(c);
-      s.requested_bytes += k.requested.load(std::memory_order_relaxed);
+      s.requested_bytes += k.v[c_requested_bytes].load(std::memory_order_relaxed);
       // Counters of one heap are read while its owner runs: clamp the transient.
       if (a > f) s.live_bytes += (a - f) * class_size(c);
     }
   }
-  s.segment_bytes = g.segments_mapped.load(std::memory_order_relaxed) * kSegmentSize;
-  s.large_bytes = g.large_bytes.load(std::memory_order_relaxed);
+  s.segment_bytes = g_proc->segment_bytes.load(std::memory_order_relaxed);
+  s.large_bytes = g_proc->large_bytes.load(std::memory_order_relaxed);
   s.large_count = g.large_count.load(std::memory_order_relaxed);
   s.live_bytes += s.large_bytes;
-  s.cached_bytes = g.cached_bytes.load(std::memory_order_relaxed);
+  s.cached_bytes = g_proc->cached_bytes.load(std::memory_order_relaxed);
   s.heaps = g.heap_count.load(std::memory_order_relaxed);
   s.heaps_in_use = g.heaps_owned.load(std::memory_order_relaxed);
-  s.mmap_calls = g_os.mmap_calls.load(std::memory_order_relaxed);
-  s.munmap_calls = g_os.munmap_calls.load(std::memory_order_relaxed);
-  s.madvise_calls = g_os.madvise_calls.load(std::memory_order_relaxed);
+  s.mmap_calls = g_proc->mmap_calls.load(std::memory_order_relaxed);
+  s.munmap_calls = g_proc->munmap_calls.load(std::memory_order_relaxed);
+  s.madvise_calls = g_proc->madvise_calls.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -1764,7 +2348,15 @@ inline option_status set_option_impl(const char* name, long long value) noexcept
   if (!o.live) return option_status::not_live;
   if (value < o.lo || value > o.hi) return option_status::out_of_range;
   g_options.v[id].store(value, std::memory_order_relaxed);
-  g_options.generation.fetch_add(1, std::memory_order_release);
+  if (telemetry::control_block* c = g_table.control) {
+    lock_guard guard(g_table.lock);
+    telemetry::option_at(c, static_cast<unsigned>(id))->requested.store(value, std::memory_order_relaxed);
+    telemetry::option_at(c, static_cast<unsigned>(id))->effective.store(value, std::memory_order_relaxed);
+    std::uint64_t gen = c->generation.fetch_add(1, std::memory_order_release) + 1;
+    g_options.generation.store(gen, std::memory_order_release);
+  } else {
+    g_options.generation.fetch_add(1, std::memory_order_release);
+  }
   return option_status::ok;
 }
 
@@ -1871,10 +2463,20 @@ inline bool get_option(const char* name, long long* value) noexcept {
   if (value) *value = detail::option(static_cast<detail::option_id>(id));
   return true;
 }
-inline std::uint64_t options_generation() noexcept {
-  return detail::g_options.generation.load(std::memory_order_acquire);
-}
+inline std::uint64_t options_generation() noexcept { return detail::options_gen(); }
 inline stats get_stats() noexcept { return detail::stats_impl(); }
+
+namespace telemetry {
+// Publishes this process's counters as /dev/shm/livealloc.<pid> (mode 0600, removed at normal
+// exit) for memlive and other readers; LIVEALLOC_PROFILE=1 does it at start. 0 on success, else
+// an errno value (ENOTSUP: /dev/shm was not usable when the process started).
+inline int enable() noexcept { return detail::table_enable(); }
+// Removes the name; readers that have the segment open keep reading it.
+inline int disable() noexcept { return detail::table_disable(); }
+inline bool enabled() noexcept { return detail::g_table.linked; }
+// The segment's path while enabled, else "".
+inline const char* path() noexcept { return detail::g_table.linked ? detail::g_table.path : ""; }
+}  // namespace telemetry
 
 // A standard allocator over livealloc, for containers.
 template <class T>

@@ -1,0 +1,910 @@
+// livealloc_reader.h -- reads, and tunes, the telemetry segment of a livealloc process.
+// SPDX-License-Identifier: MIT
+//
+// A process running with profiling on (LIVEALLOC_PROFILE=1 or livealloc::telemetry::enable())
+// publishes its counters in /dev/shm/livealloc.<pid>; allocator/TELEMETRY.md describes that file.
+// This header-only reader maps it, validates it and copies it into plain structs:
+//
+//   std::string err;
+//   auto seg = livealloc::reader::segment::open_pid(pid, &err);   // nullptr + err on failure
+//   livealloc::reader::snapshot s = seg->take();                   // s.error empty when good
+//   seg->set_option("page_recycle", 8, &err);                      // false + err when refused
+//
+// Nothing here throws for bad input: every failure is a false or nullptr and a message that says
+// what was wrong. Nothing in the file is trusted: each take() reads the layout fields once,
+// checks them against the size of the mapping and uses only the checked copies, so a damaged or
+// hostile file gives an error, never a read outside the mapping. (One gap no reader can close:
+// a file truncated by its owner or root between the size check and the reads raises SIGBUS.)
+// Memory allocation (std::string, std::vector) may still throw std::bad_alloc, as anywhere.
+#ifndef LIVEALLOC_READER_H
+#define LIVEALLOC_READER_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <livealloc.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace livealloc {
+inline namespace v0 {
+namespace reader {
+
+using counter_matrix =
+    std::array<std::array<std::uint64_t, telemetry::kCounterCount>, telemetry::kClassCount>;
+
+// One threshold of the control block.
+struct option_view {
+  std::string name;
+  std::int64_t requested = 0;  // last value a writer asked for (reset to effective if rejected)
+  std::int64_t effective = 0;  // value in force
+  std::int64_t min = 0, max = 0, default_value = 0;
+  bool live = false;  // may change while the program runs
+  bool is_bool = false;
+};
+
+// One thread slot that was not unused.
+struct thread_view {
+  std::uint32_t slot = 0;         // index; the last slot is the overflow slot
+  std::uint32_t state = 0;        // telemetry::slot_state: alive, exited or overflow
+  std::uint32_t incarnation = 0;  // bumped each time a new thread takes the slot
+  std::int32_t tid = 0;
+  std::string name;
+  std::uint64_t start_ns = 0, exit_ns = 0, applied_generation = 0;
+  std::uint64_t slow_paths = 0, flushes = 0, mmap_calls = 0, munmap_calls = 0, madvise_calls = 0;
+  counter_matrix counters{};  // [class][telemetry::counter]
+
+  // Live blocks of class `cls`: allocs + adopted - frees - large_freed_by_others - handed_over.
+  // Saturates at 0: the read order keeps process totals non-negative, but a slot caught while
+  // a new thread folds it into the exited totals can read torn on its own.
+  std::uint64_t live(unsigned cls) const;
+  // Sum of one counter over all classes.
+  std::uint64_t total(unsigned counter) const;
+};
+
+// A copy of the whole segment at one moment (per counter; the copy is not atomic as a whole).
+struct snapshot {
+  std::string error;  // empty when the snapshot is good; otherwise nothing else is meaningful
+  std::int32_t pid = 0;
+  std::string program;
+  std::uint64_t start_ns = 0;  // CLOCK_REALTIME when the process started
+  std::uint64_t taken_ns = 0;  // CLOCK_REALTIME when this snapshot was taken
+  bool process_alive = false;
+  std::vector<std::uint64_t> class_sizes;  // block size per class; 0 for class 0 (large blocks)
+
+  // Process-wide counters (segment_header).
+  std::uint64_t segment_bytes = 0, large_bytes = 0, cached_bytes = 0, committed_bytes = 0;
+  std::uint64_t mmap_calls = 0, munmap_calls = 0, madvise_calls = 0, purges = 0;
+  std::uint64_t slots_used = 0, overflow_threads = 0;
+
+  // Control block.
+  std::uint64_t generation = 0, validated_generation = 0, rejected = 0;
+  std::vector<option_view> options;
+
+  // Slots in use (alive, exited or overflow), by slot index; a slot that changed hands while
+  // take() copied it is left out of that snapshot.
+  std::vector<thread_view> threads;
+  counter_matrix exited{};  // totals folded from exited threads, [class][counter]
+
+  bool ok() const { return error.empty(); }
+  // One counter of one class for the whole process: the exited totals plus every slot in use
+  // (alive, exited or overflow). An exited thread's counters stay in its slot until a new thread
+  // takes the slot and folds them into the exited totals (see TELEMETRY.md, "Totals").
+  std::uint64_t total(unsigned cls, unsigned counter) const;
+  std::uint64_t live(unsigned cls) const;  // live blocks of a class, whole process, saturating
+  std::uint64_t live_blocks() const;       // over all classes
+  // Bytes in live blocks: live blocks x block size for classes 1.., plus large_bytes.
+  std::uint64_t live_bytes() const;
+  std::uint32_t threads_alive() const;                            // slots in state alive
+  const option_view* find_option(const std::string& name) const;  // nullptr if absent
+};
+
+// "unused", "alive", "exited", "overflow" or "state N".
+std::string state_name(std::uint32_t state);
+
+// True when a process with this pid exists (kill(pid, 0) succeeds or fails with EPERM). A reused
+// pid looks alive: the error is on the safe side (a segment is never swept while its pid lives).
+bool pid_alive(int pid);
+
+namespace detail {
+struct layout;
+}
+
+// A mapped telemetry segment.
+class segment {
+ public:
+  // /dev/shm/livealloc.<pid> (or <dir>/livealloc.<pid>).
+  static std::unique_ptr<segment> open_pid(int pid, std::string* error,
+                                           const std::string& dir = "/dev/shm");
+  // Maps read-write when the file allows it (needed by set_option), else read-only;
+  // read_only = true never asks for write access. Returns nullptr and sets *error on failure.
+  static std::unique_ptr<segment> open_path(const std::string& path, std::string* error,
+                                            bool read_only = false);
+  ~segment();
+  segment(const segment&) = delete;
+  segment& operator=(const segment&) = delete;
+
+  snapshot take() const;
+
+  // Asks the process to change a threshold: checks the name, `live` and [min, max], stores
+  // `requested`, then increments `generation` (release). False and a message otherwise. The
+  // allocator validates the value at its next slow path (wait_validated), then every thread
+  // applies it at its own next slow path (wait_applied). *new_generation receives the generation
+  // this change was published under.
+  bool set_option(const std::string& name, std::int64_t value, std::string* error,
+                  std::uint64_t* new_generation = nullptr);
+  // Polls (1 ms) until validated_generation >= generation: the allocator has checked the value
+  // (then options[].effective and `rejected` tell the outcome). False on timeout or if the
+  // process is gone.
+  bool wait_validated(std::uint64_t generation, int timeout_ms) const;
+  // Polls until every slot in state alive shows applied_generation >= generation. A thread that
+  // never reaches a slow path never applies it: callers should expect timeouts.
+  bool wait_applied(std::uint64_t generation, int timeout_ms) const;
+
+  std::int32_t pid() const { return pid_; }
+  const std::string& path() const { return path_; }
+  bool writable() const { return writable_; }
+  bool process_alive() const { return pid_alive(pid_); }
+  std::uint32_t threads_alive() const;  // slots in state alive, without a full snapshot
+
+ private:
+  segment(int fd, unsigned char* base, std::uint64_t size, bool writable, std::int32_t pid,
+          std::string path)
+      : fd_(fd), base_(base), size_(size), writable_(writable), pid_(pid), path_(std::move(path)) {}
+  bool current(detail::layout* l, std::string* error) const;
+
+  int fd_;
+  unsigned char* base_;
+  std::uint64_t size_;  // bytes mapped (the file size at open, equal to segment_size)
+  bool writable_;
+  std::int32_t pid_;
+  std::string path_;
+};
+
+// One file named livealloc.<digits> in a directory.
+struct segment_entry {
+  int pid = 0;  // from the file name
+  std::string path, program;
+  bool alive = false;  // pid_alive(pid)
+  bool valid = false;  // the segment opened and validated; otherwise `error` says why
+  std::string error;
+  std::uint32_t threads_alive = 0;
+  std::uint64_t start_ns = 0;
+};
+
+// Every livealloc.<pid> file of `dir`, by pid. Malformed ones are listed with valid = false.
+// *error (when given) is set if the directory cannot be read.
+std::vector<segment_entry> list_segments(const std::string& dir = "/dev/shm",
+                                         std::string* error = nullptr);
+// Unlinks the livealloc.<pid> files of `dir` whose process is gone (also malformed ones: a
+// process that crashed while creating its segment leaves a short file). Never touches a file
+// whose pid, from the name or from the header, is alive, a symbolic link or a non-regular file.
+// Returns how many files were removed.
+int remove_stale(const std::string& dir = "/dev/shm");
+
+// ------------------------------------------------------------------------------------------------
+// Implementation.
+// ------------------------------------------------------------------------------------------------
+
+namespace detail {
+
+constexpr std::uint64_t kHeaderSize = sizeof(telemetry::segment_header);
+constexpr std::uint64_t kControlHeaderSize = offsetof(telemetry::control_block, options);
+constexpr std::uint64_t kSlotMinSize =
+    sizeof(telemetry::slot_header) + telemetry::kClassCount * sizeof(telemetry::class_counters);
+constexpr std::uint64_t kCounterBlockSize =
+    telemetry::kClassCount * sizeof(telemetry::class_counters);
+
+// The segment is shared memory written by another process: every integer is read with an atomic
+// load of its own width, every offset comes from a validated `layout`.
+template <class T>
+inline T load(const unsigned char* base, std::uint64_t off) {
+  return __atomic_load_n(reinterpret_cast<const T*>(base + off), __ATOMIC_RELAXED);
+}
+template <class T>
+inline T load_acquire(const unsigned char* base, std::uint64_t off) {
+  return __atomic_load_n(reinterpret_cast<const T*>(base + off), __ATOMIC_ACQUIRE);
+}
+// A NUL-terminated string of at most `n` bytes (no NUL: all n bytes).
+inline std::string load_string(const unsigned char* base, std::uint64_t off, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) {
+    char c = static_cast<char>(__atomic_load_n(base + off + i, __ATOMIC_RELAXED));
+    if (c == 0) break;
+    s.push_back(c);
+  }
+  return s;
+}
+
+inline std::string num(std::uint64_t v) {
+  return std::to_string(v);
+}
+inline std::string num(std::int64_t v) {
+  return std::to_string(v);
+}
+
+inline std::string octal(unsigned v) {
+  std::string s;
+  do s.insert(s.begin(), static_cast<char>('0' + (v & 7)));
+  while ((v >>= 3) != 0);
+  return std::string(s.size() < 3 ? 3 - s.size() : 0, '0') + s;
+}
+
+inline std::uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline void set(std::string* error, std::string msg) {
+  if (error) *error = std::move(msg);
+}
+
+// The checked copy of everything that locates data in the segment.
+struct layout {
+  std::uint64_t size = 0;
+  std::int32_t pid = 0;
+  std::uint32_t class_count = 0, counter_count = 0, slot_count = 0, slot_size = 0;
+  std::uint32_t option_count = 0, option_size = 0;
+  std::uint64_t class_sizes_offset = 0, control_offset = 0, exited_offset = 0, slots_offset = 0;
+
+  std::uint64_t slot(std::uint32_t i) const { return slots_offset + std::uint64_t(i) * slot_size; }
+  std::uint64_t slot_counters(std::uint32_t i, unsigned cls) const {
+    return slot(i) + sizeof(telemetry::slot_header) + cls * sizeof(telemetry::class_counters);
+  }
+  std::uint64_t exited(unsigned cls) const {
+    return exited_offset + cls * sizeof(telemetry::class_counters);
+  }
+  std::uint64_t option(std::uint32_t i) const {
+    return control_offset + kControlHeaderSize + std::uint64_t(i) * option_size;
+  }
+};
+
+struct region {
+  const char* what;
+  std::uint64_t begin, end;
+};
+
+// [off, off + count * each) lies in [header_size, size) and is 8-byte aligned.
+inline bool check_region(const char* what, std::uint64_t off, std::uint64_t count,
+                         std::uint64_t each, std::uint64_t size, region* out, std::string* error) {
+  std::uint64_t bytes, end;
+  if (__builtin_mul_overflow(count, each, &bytes) || __builtin_add_overflow(off, bytes, &end)) {
+    set(error, std::string(what) + " at offset " + num(off) + " (" + num(count) + " x " +
+                   num(each) + " bytes) overflows 64 bits");
+    return false;
+  }
+  if (off % 8 != 0) {
+    set(error, std::string(what) + " offset " + num(off) + " is not a multiple of 8");
+    return false;
+  }
+  if (off < kHeaderSize || end > size) {
+    set(error, std::string(what) + " [" + num(off) + ", " + num(end) + ") lies outside the " +
+                   "segment's data area [" + num(kHeaderSize) + ", " + num(size) + ")");
+    return false;
+  }
+  *out = {what, off, end};
+  return true;
+}
+
+// Reads and checks the layout fields of the mapping [base, base + size). Reads each field once.
+inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, std::string* error) {
+  using H = telemetry::segment_header;
+  const std::string truncated = "truncated: " + num(size) + " bytes, smaller than the " +
+                                num(kHeaderSize) + "-byte segment header";
+  if (size < sizeof(telemetry::kMagic)) return set(error, truncated), false;
+  bool zero = true, match = true;
+  for (std::size_t i = 0; i < sizeof(telemetry::kMagic); ++i) {
+    auto c = static_cast<char>(__atomic_load_n(p + i, __ATOMIC_RELAXED));
+    zero = zero && c == 0;
+    match = match && c == telemetry::kMagic[i];
+  }
+  if (zero) {
+    set(error,
+        "not a livealloc telemetry segment (yet?): the magic number is zero; a process "
+        "that is creating its segment shows this for a moment");
+    return false;
+  }
+  if (!match) return set(error, "not a livealloc telemetry segment: wrong magic number"), false;
+  if (size < offsetof(H, version) + 4) return set(error, truncated), false;
+  std::uint32_t version = load<std::uint32_t>(p, offsetof(H, version));
+  if (version != telemetry::kVersion) {
+    set(error, "version " + num(std::uint64_t(version)) + "; this reader reads version " +
+                   num(std::uint64_t(telemetry::kVersion)));
+    return false;
+  }
+  if (size < kHeaderSize) return set(error, truncated), false;
+  std::uint32_t header_size = load<std::uint32_t>(p, offsetof(H, header_size));
+  if (header_size != kHeaderSize) {
+    set(error, "header_size is " + num(std::uint64_t(header_size)) + "; version 1 has a " +
+                   num(kHeaderSize) + "-byte header");
+    return false;
+  }
+  std::uint64_t segment_size = load<std::uint64_t>(p, offsetof(H, segment_size));
+  if (segment_size != size) {
+    set(error, std::string(size < segment_size ? "truncated" : "grown") + ": the header says " +
+                   num(segment_size) + " bytes, the file has " + num(size));
+    return false;
+  }
+  l->size = size;
+  l->pid = load<std::int32_t>(p, offsetof(H, pid));
+  l->class_count = load<std::uint32_t>(p, offsetof(H, class_count));
+  l->counter_count = load<std::uint32_t>(p, offsetof(H, counter_count));
+  l->slot_count = load<std::uint32_t>(p, offsetof(H, slot_count));
+  l->slot_size = load<std::uint32_t>(p, offsetof(H, slot_size));
+  l->class_sizes_offset = load<std::uint64_t>(p, offsetof(H, class_sizes_offset));
+  l->control_offset = load<std::uint64_t>(p, offsetof(H, control_offset));
+  l->exited_offset = load<std::uint64_t>(p, offsetof(H, exited_offset));
+  l->slots_offset = load<std::uint64_t>(p, offsetof(H, slots_offset));
+  if (l->pid <= 0) {
+    set(error, "pid " + num(std::int64_t(l->pid)) + " in the header is not a process id");
+    return false;
+  }
+  if (l->class_count != telemetry::kClassCount) {
+    set(error, "class_count is " + num(std::uint64_t(l->class_count)) + "; version 1 has " +
+                   num(std::uint64_t(telemetry::kClassCount)) + " size classes");
+    return false;
+  }
+  if (l->counter_count != telemetry::kCounterCount) {
+    set(error, "counter_count is " + num(std::uint64_t(l->counter_count)) + "; version 1 has " +
+                   num(std::uint64_t(telemetry::kCounterCount)) + " counters per class");
+    return false;
+  }
+  if (l->slot_count == 0) {
+    set(error, "slot_count is 0; a segment has at least its overflow slot");
+    return false;
+  }
+  if (l->slot_size < kSlotMinSize || l->slot_size % 8 != 0) {
+    set(error, "slot_size is " + num(std::uint64_t(l->slot_size)) +
+                   "; it must be a multiple of 8 and hold a slot header and " +
+                   num(std::uint64_t(telemetry::kClassCount)) + " class counters (" +
+                   num(kSlotMinSize) + " bytes)");
+    return false;
+  }
+  region r[4];
+  if (!check_region("class sizes", l->class_sizes_offset, l->class_count, 8, size, &r[0], error))
+    return false;
+  if (!check_region("control block", l->control_offset, 1, kControlHeaderSize, size, &r[1], error))
+    return false;
+  l->option_count =
+      load<std::uint32_t>(p, l->control_offset + offsetof(telemetry::control_block, option_count));
+  l->option_size =
+      load<std::uint32_t>(p, l->control_offset + offsetof(telemetry::control_block, option_size));
+  if (l->option_size != sizeof(telemetry::option_entry)) {
+    set(error, "option_size is " + num(std::uint64_t(l->option_size)) + "; version 1 has " +
+                   num(std::uint64_t(sizeof(telemetry::option_entry))) + "-byte options");
+    return false;
+  }
+  std::uint64_t options_offset = l->control_offset + kControlHeaderSize;
+  region opts;
+  if (!check_region("options", options_offset, l->option_count, l->option_size, size, &opts, error))
+    return false;
+  r[1].end = opts.end;
+  if (!check_region("exited totals", l->exited_offset, l->class_count,
+                    sizeof(telemetry::class_counters), size, &r[2], error) ||
+      !check_region("slots", l->slots_offset, l->slot_count, l->slot_size, size, &r[3], error))
+    return false;
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j)
+      if (r[i].begin < r[j].end && r[j].begin < r[i].end) {
+        set(error, std::string(r[i].what) + " [" + num(r[i].begin) + ", " + num(r[i].end) +
+                       ") and " + r[j].what + " [" + num(r[j].begin) + ", " + num(r[j].end) +
+                       ") overlap");
+        return false;
+      }
+  return true;
+}
+
+// "livealloc.<digits>" -> the pid; -1 for any other name (or a pid that does not fit an int).
+inline int pid_from_name(const std::string& name) {
+  const std::string prefix = "livealloc.";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  if (name[prefix.size()] == '0') return -1;  // the allocator writes no leading zeros
+  long long v = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+    if (v > 0x7fffffff) return -1;
+  }
+  return v > 0 ? static_cast<int>(v) : -1;
+}
+
+inline std::string base_name(const std::string& path) {
+  std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+inline void sleep_ms(int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// The subtracted counters of the live formula, read in a first pass (see snapshot::total).
+constexpr unsigned kSubtracted[] = {telemetry::c_frees, telemetry::c_large_freed_by_others,
+                                    telemetry::c_handed_over};
+inline bool is_subtracted(unsigned c) {
+  return c == telemetry::c_frees || c == telemetry::c_large_freed_by_others ||
+         c == telemetry::c_handed_over;
+}
+
+inline std::uint64_t live_of(const std::array<std::uint64_t, telemetry::kCounterCount>& v) {
+  std::uint64_t plus = v[telemetry::c_allocs] + v[telemetry::c_adopted];
+  std::uint64_t minus =
+      v[telemetry::c_frees] + v[telemetry::c_large_freed_by_others] + v[telemetry::c_handed_over];
+  return plus > minus ? plus - minus : 0;
+}
+
+}  // namespace detail
+
+inline std::string state_name(std::uint32_t state) {
+  switch (state) {
+    case telemetry::slot_unused:
+      return "unused";
+    case telemetry::slot_alive:
+      return "alive";
+    case telemetry::slot_exited:
+      return "exited";
+    case telemetry::slot_overflow:
+      return "overflow";
+    default:
+      return "state " + std::to_string(state);
+  }
+}
+
+inline bool pid_alive(int pid) {
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+inline std::uint64_t thread_view::live(unsigned cls) const {
+  return cls < telemetry::kClassCount ? detail::live_of(counters[cls]) : 0;
+}
+inline std::uint64_t thread_view::total(unsigned counter) const {
+  std::uint64_t t = 0;
+  if (counter < telemetry::kCounterCount)
+    for (const auto& c : counters) t += c[counter];
+  return t;
+}
+
+inline std::uint64_t snapshot::total(unsigned cls, unsigned counter) const {
+  if (cls >= telemetry::kClassCount || counter >= telemetry::kCounterCount) return 0;
+  std::uint64_t t = exited[cls][counter];
+  for (const thread_view& th : threads) t += th.counters[cls][counter];
+  return t;
+}
+inline std::uint64_t snapshot::live(unsigned cls) const {
+  if (cls >= telemetry::kClassCount) return 0;
+  std::array<std::uint64_t, telemetry::kCounterCount> v{};
+  for (unsigned c = 0; c < telemetry::kCounterCount; ++c) v[c] = total(cls, c);
+  return detail::live_of(v);
+}
+inline std::uint64_t snapshot::live_blocks() const {
+  std::uint64_t t = 0;
+  for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls) t += live(cls);
+  return t;
+}
+inline std::uint64_t snapshot::live_bytes() const {
+  std::uint64_t t = large_bytes;
+  for (unsigned cls = 1; cls < telemetry::kClassCount && cls < class_sizes.size(); ++cls)
+    t += live(cls) * class_sizes[cls];
+  return t;
+}
+inline std::uint32_t snapshot::threads_alive() const {
+  return static_cast<std::uint32_t>(
+      std::count_if(threads.begin(), threads.end(),
+                    [](const thread_view& t) { return t.state == telemetry::slot_alive; }));
+}
+inline const option_view* snapshot::find_option(const std::string& name) const {
+  for (const option_view& o : options)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+inline std::unique_ptr<segment> segment::open_pid(int pid, std::string* error,
+                                                  const std::string& dir) {
+  if (pid <= 0) {
+    detail::set(error, "pid " + std::to_string(pid) + " is not a process id");
+    return nullptr;
+  }
+  std::string path = dir + "/livealloc." + std::to_string(pid);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    detail::set(error, pid_alive(pid) ? "no telemetry segment for pid " + std::to_string(pid) +
+                                            ": is it running with LIVEALLOC_PROFILE=1?"
+                                      : "no telemetry segment for pid " + std::to_string(pid) +
+                                            ", and no process with that pid is running");
+    return nullptr;
+  }
+  return open_path(path, error);
+}
+
+inline std::unique_ptr<segment> segment::open_path(const std::string& path, std::string* error,
+                                                   bool read_only) {
+  const int flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;  // NONBLOCK: a FIFO must not hang us
+  bool writable = !read_only;
+  int fd = writable ? ::open(path.c_str(), O_RDWR | flags) : -1;
+  if (fd < 0) {
+    writable = false;
+    fd = ::open(path.c_str(), O_RDONLY | flags);
+  }
+  if (fd < 0) {
+    int e = errno;
+    std::string why;
+    struct stat st;
+    if (e == ENOENT)
+      why = "no such file";
+    else if ((e == EACCES || e == EPERM) && stat(path.c_str(), &st) == 0 && st.st_uid == geteuid())
+      why = "permission denied: the file's mode (" + detail::octal(st.st_mode & 07777) +
+            ") does not let its owner read it";
+    else if (e == EACCES || e == EPERM)
+      why = "permission denied: the segment belongs to another user" +
+            (stat(path.c_str(), &st) == 0 ? " (uid " + std::to_string(st.st_uid) + ")"
+                                          : std::string()) +
+            "; run as that user or as root";
+    else if (e == ELOOP)
+      why = "a symbolic link; refusing to follow it";
+    else
+      why = strerror(e);
+    detail::set(error, path + ": " + why);
+    return nullptr;
+  }
+  struct stat st;
+  std::string why;
+  if (fstat(fd, &st) != 0)
+    why = strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file";
+  else if (st.st_size < static_cast<off_t>(sizeof(telemetry::kMagic)))
+    why = "truncated: " + std::to_string(st.st_size) + " bytes, smaller than the " +
+          std::to_string(detail::kHeaderSize) + "-byte segment header";
+  if (!why.empty()) {
+    ::close(fd);
+    detail::set(error, path + ": " + why);
+    return nullptr;
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  void* m = mmap(nullptr, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    detail::set(error,
+                path + ": mmap of " + std::to_string(size) + " bytes failed: " + strerror(errno));
+    ::close(fd);
+    return nullptr;
+  }
+  auto* base = static_cast<unsigned char*>(m);
+  detail::layout l;
+  if (detail::read_layout(base, size, &l, &why)) {
+    const int name_pid = detail::pid_from_name(detail::base_name(path));
+    if (name_pid <= 0 || name_pid == l.pid)
+      return std::unique_ptr<segment>(new segment(fd, base, size, writable, l.pid, path));
+    why = "the header says pid " + std::to_string(l.pid) + " but the file name says pid " +
+          std::to_string(name_pid);
+  }
+  munmap(m, size);
+  ::close(fd);
+  detail::set(error, path + ": " + why);
+  return nullptr;
+}
+
+inline segment::~segment() {
+  munmap(base_, size_);
+  ::close(fd_);
+}
+
+// Re-reads and re-checks the layout: a file truncated under the mapping would turn reads into
+// SIGBUS, and header fields changed since open must not move reads outside it.
+inline bool segment::current(detail::layout* l, std::string* error) const {
+  struct stat st;
+  if (fstat(fd_, &st) != 0) {
+    detail::set(error, path_ + ": " + strerror(errno));
+    return false;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) < size_) {
+    detail::set(error, path_ + ": truncated while mapped: the file has " +
+                           std::to_string(st.st_size) + " bytes, " + std::to_string(size_) +
+                           " were mapped");
+    return false;
+  }
+  std::string why;
+  if (!detail::read_layout(base_, size_, l, &why)) {
+    detail::set(error, path_ + ": " + why);
+    return false;
+  }
+  if (l->pid != pid_) {
+    detail::set(error, path_ + ": the header's pid changed from " + std::to_string(pid_) + " to " +
+                           std::to_string(l->pid) + " since the segment was opened");
+    return false;
+  }
+  return true;
+}
+
+inline snapshot segment::take() const {
+  using detail::load;
+  using H = telemetry::segment_header;
+  using S = telemetry::slot_header;
+  snapshot s;
+  detail::layout l;
+  if (!current(&l, &s.error)) return s;
+  const unsigned char* p = base_;
+  s.taken_ns = detail::now_ns();
+  s.pid = l.pid;
+  s.process_alive = pid_alive(l.pid);
+  s.program = detail::load_string(p, offsetof(H, program), telemetry::kProgramSize);
+  s.start_ns = load<std::uint64_t>(p, offsetof(H, start_ns));
+  s.segment_bytes = load<std::uint64_t>(p, offsetof(H, segment_bytes));
+  s.large_bytes = load<std::uint64_t>(p, offsetof(H, large_bytes));
+  s.cached_bytes = load<std::uint64_t>(p, offsetof(H, cached_bytes));
+  s.committed_bytes = load<std::uint64_t>(p, offsetof(H, committed_bytes));
+  s.mmap_calls = load<std::uint64_t>(p, offsetof(H, mmap_calls));
+  s.munmap_calls = load<std::uint64_t>(p, offsetof(H, munmap_calls));
+  s.madvise_calls = load<std::uint64_t>(p, offsetof(H, madvise_calls));
+  s.purges = load<std::uint64_t>(p, offsetof(H, purges));
+  s.slots_used = load<std::uint64_t>(p, offsetof(H, slots_used));
+  s.overflow_threads = load<std::uint64_t>(p, offsetof(H, overflow_threads));
+
+  s.class_sizes.resize(l.class_count);
+  for (std::uint32_t c = 0; c < l.class_count; ++c)
+    s.class_sizes[c] = load<std::uint64_t>(p, l.class_sizes_offset + 8ull * c);
+
+  using C = telemetry::control_block;
+  s.generation = load<std::uint64_t>(p, l.control_offset + offsetof(C, generation));
+  s.validated_generation =
+      load<std::uint64_t>(p, l.control_offset + offsetof(C, validated_generation));
+  s.rejected = load<std::uint64_t>(p, l.control_offset + offsetof(C, rejected));
+  using O = telemetry::option_entry;
+  s.options.resize(l.option_count);
+  for (std::uint32_t i = 0; i < l.option_count; ++i) {
+    const std::uint64_t o = l.option(i);
+    option_view& v = s.options[i];
+    v.name = detail::load_string(p, o + offsetof(O, name), sizeof(O::name));
+    v.requested = load<std::int64_t>(p, o + offsetof(O, requested));
+    v.effective = load<std::int64_t>(p, o + offsetof(O, effective));
+    v.min = load<std::int64_t>(p, o + offsetof(O, min));
+    v.max = load<std::int64_t>(p, o + offsetof(O, max));
+    v.default_value = load<std::int64_t>(p, o + offsetof(O, default_value));
+    v.live = load<std::uint32_t>(p, o + offsetof(O, live)) != 0;
+    v.is_bool = load<std::uint32_t>(p, o + offsetof(O, is_bool)) != 0;
+  }
+
+  // Slots in use, by their state now (acquire: a slot's identity is written before its state).
+  for (std::uint32_t i = 0; i < l.slot_count; ++i) {
+    auto state = detail::load_acquire<std::uint32_t>(p, l.slot(i) + offsetof(S, state));
+    if (state != telemetry::slot_alive && state != telemetry::slot_exited &&
+        state != telemetry::slot_overflow)
+      continue;  // unused, or a value this version does not know
+    thread_view t;
+    t.slot = i;
+    t.state = state;
+    t.incarnation = load<std::uint32_t>(p, l.slot(i) + offsetof(S, incarnation));
+    s.threads.push_back(std::move(t));
+  }
+
+  // Counters in two passes, so that live never reads negative (TELEMETRY.md, "Reading rules"):
+  // first every subtracted counter (acquire, so no later load moves above them), exited totals
+  // before slots; then the added ones, slots before exited totals. A writer bumps an added
+  // counter (allocs, adopted) before the subtracted one that balances it, and when it moves
+  // counts from a slot to the exited totals it zeroes subtracted counters in the slot before
+  // adding them there, and adds added counters there before zeroing them in the slot: this read
+  // order then sees a subtracted count at most once and an added count at least once.
+  const int blocks = static_cast<int>(s.threads.size());
+  auto block = [&](int w, unsigned cls) {  // w: -1 for the exited totals, else a thread index
+    return w < 0 ? l.exited(cls) : l.slot_counters(s.threads[w].slot, cls);
+  };
+  auto row = [&](int w, unsigned cls) -> std::array<std::uint64_t, telemetry::kCounterCount>& {
+    return w < 0 ? s.exited[cls] : s.threads[w].counters[cls];
+  };
+  for (int w = -1; w < blocks; ++w)
+    for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls)
+      for (unsigned c : detail::kSubtracted)
+        row(w, cls)[c] = detail::load_acquire<std::uint64_t>(p, block(w, cls) + 8ull * c);
+  for (int i = 0; i <= blocks; ++i) {
+    const int w = i < blocks ? i : -1;  // slots first, the exited totals last
+    for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls)
+      for (unsigned c = 0; c < telemetry::kCounterCount; ++c)
+        if (!detail::is_subtracted(c))  // acquire too: keeps slots-then-exited in order
+          row(w, cls)[c] = detail::load_acquire<std::uint64_t>(p, block(w, cls) + 8ull * c);
+  }
+
+  for (thread_view& t : s.threads) {
+    const std::uint64_t h = l.slot(t.slot);
+    t.tid = load<std::int32_t>(p, h + offsetof(S, tid));
+    t.name = detail::load_string(p, h + offsetof(S, name), telemetry::kNameSize);
+    t.start_ns = load<std::uint64_t>(p, h + offsetof(S, start_ns));
+    t.exit_ns = load<std::uint64_t>(p, h + offsetof(S, exit_ns));
+    t.applied_generation = load<std::uint64_t>(p, h + offsetof(S, applied_generation));
+    t.mmap_calls = load<std::uint64_t>(p, h + offsetof(S, mmap_calls));
+    t.munmap_calls = load<std::uint64_t>(p, h + offsetof(S, munmap_calls));
+    t.madvise_calls = load<std::uint64_t>(p, h + offsetof(S, madvise_calls));
+    t.slow_paths = load<std::uint64_t>(p, h + offsetof(S, slow_paths));
+    t.flushes = load<std::uint64_t>(p, h + offsetof(S, flushes));
+  }
+  // A slot that changed hands while we copied it (new incarnation, or a new state: a thread
+  // took an exited slot, folding its counters into the exited totals) mixes two threads and
+  // may be torn: leave it out of this snapshot; the next one shows it.
+  auto changed = [&](const thread_view& t) {
+    const std::uint64_t h = l.slot(t.slot);
+    return detail::load_acquire<std::uint32_t>(p, h + offsetof(S, incarnation)) != t.incarnation ||
+           detail::load_acquire<std::uint32_t>(p, h + offsetof(S, state)) != t.state;
+  };
+  s.threads.erase(std::remove_if(s.threads.begin(), s.threads.end(), changed), s.threads.end());
+  return s;
+}
+
+inline std::uint32_t segment::threads_alive() const {
+  detail::layout l;
+  if (!current(&l, nullptr)) return 0;
+  std::uint32_t n = 0;
+  for (std::uint32_t i = 0; i < l.slot_count; ++i)
+    n += detail::load<std::uint32_t>(base_, l.slot(i) + offsetof(telemetry::slot_header, state)) ==
+         telemetry::slot_alive;
+  return n;
+}
+
+inline bool segment::set_option(const std::string& name, std::int64_t value, std::string* error,
+                                std::uint64_t* new_generation) {
+  using O = telemetry::option_entry;
+  if (!writable_) {
+    detail::set(error, path_ + ": opened read-only (no write permission): cannot tune");
+    return false;
+  }
+  detail::layout l;
+  if (!current(&l, error)) return false;
+  if (!pid_alive(pid_)) {
+    detail::set(error, "process " + std::to_string(pid_) +
+                           " is not running: nothing would apply option '" + name + "'");
+    return false;
+  }
+  std::string known;
+  for (std::uint32_t i = 0; i < l.option_count; ++i) {
+    const std::uint64_t o = l.option(i);
+    const std::string n = detail::load_string(base_, o + offsetof(O, name), sizeof(O::name));
+    if (n != name) {
+      known += (known.empty() ? "" : ", ") + n;
+      continue;
+    }
+    const bool live = detail::load<std::uint32_t>(base_, o + offsetof(O, live)) != 0;
+    const bool is_bool = detail::load<std::uint32_t>(base_, o + offsetof(O, is_bool)) != 0;
+    const auto lo = detail::load<std::int64_t>(base_, o + offsetof(O, min));
+    const auto hi = detail::load<std::int64_t>(base_, o + offsetof(O, max));
+    std::string upper;
+    for (char c : name)
+      upper.push_back(c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c);
+    if (!live) {
+      detail::set(error, "option '" + name + "' cannot change while the program runs; set " +
+                             "LIVEALLOC_" + upper + " before it starts");
+      return false;
+    }
+    if (is_bool && value != 0 && value != 1) {
+      detail::set(error,
+                  "option '" + name + "' is a bool: " + std::to_string(value) + " is not 0 or 1");
+      return false;
+    }
+    if (value < lo || value > hi) {
+      detail::set(error, "option '" + name + "': " + std::to_string(value) + " is out of range [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return false;
+    }
+    __atomic_store_n(reinterpret_cast<std::int64_t*>(base_ + o + offsetof(O, requested)), value,
+                     __ATOMIC_RELAXED);
+    std::uint64_t g = __atomic_add_fetch(
+        reinterpret_cast<std::uint64_t*>(base_ + l.control_offset +
+                                         offsetof(telemetry::control_block, generation)),
+        1, __ATOMIC_RELEASE);
+    if (new_generation) *new_generation = g;
+    return true;
+  }
+  detail::set(error, "unknown option '" + name + "'; the options are: " + known);
+  return false;
+}
+
+inline bool segment::wait_validated(std::uint64_t generation, int timeout_ms) const {
+  for (int waited = 0;; ++waited) {
+    detail::layout l;
+    if (!current(&l, nullptr)) return false;
+    if (detail::load_acquire<std::uint64_t>(
+            base_, l.control_offset + offsetof(telemetry::control_block, validated_generation)) >=
+        generation)
+      return true;
+    if (waited >= timeout_ms || !pid_alive(pid_)) return false;
+    detail::sleep_ms(1);
+  }
+}
+
+inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) const {
+  using S = telemetry::slot_header;
+  for (int waited = 0;; ++waited) {
+    detail::layout l;
+    if (!current(&l, nullptr)) return false;
+    bool all = true;
+    for (std::uint32_t i = 0; i < l.slot_count && all; ++i)
+      all = detail::load<std::uint32_t>(base_, l.slot(i) + offsetof(S, state)) !=
+                telemetry::slot_alive ||
+            detail::load<std::uint64_t>(base_, l.slot(i) + offsetof(S, applied_generation)) >=
+                generation;
+    if (all) return true;
+    if (waited >= timeout_ms || !pid_alive(pid_)) return false;
+    detail::sleep_ms(1);
+  }
+}
+
+inline std::vector<segment_entry> list_segments(const std::string& dir, std::string* error) {
+  std::vector<segment_entry> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    detail::set(error, dir + ": " + strerror(errno));
+    return out;
+  }
+  while (dirent* e = readdir(d)) {
+    int pid = detail::pid_from_name(e->d_name);
+    if (pid <= 0) continue;
+    segment_entry entry;
+    entry.pid = pid;
+    entry.path = dir + "/" + e->d_name;
+    entry.alive = pid_alive(pid);
+    if (auto seg = segment::open_path(entry.path, &entry.error, /*read_only=*/true)) {
+      snapshot s = seg->take();
+      entry.valid = s.ok();
+      entry.error = s.error;
+      entry.program = s.program;
+      entry.start_ns = s.start_ns;
+      entry.threads_alive = s.threads_alive();
+    }
+    out.push_back(std::move(entry));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end(),
+            [](const segment_entry& a, const segment_entry& b) { return a.pid < b.pid; });
+  return out;
+}
+
+inline int remove_stale(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d))
+    if (detail::pid_from_name(e->d_name) > 0) names.emplace_back(e->d_name);
+  closedir(d);
+  int removed = 0;
+  for (const std::string& name : names) {
+    const int pid = detail::pid_from_name(name);
+    const std::string path = dir + "/" + name;
+    if (pid_alive(pid)) continue;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    // The header's pid too: never sweep a file that claims a live process.
+    std::int32_t header_pid = 0;
+    if (ok && st.st_size >= static_cast<off_t>(detail::kHeaderSize) &&
+        pread(fd, &header_pid, sizeof header_pid, offsetof(telemetry::segment_header, pid)) ==
+            static_cast<ssize_t>(sizeof header_pid) &&
+        header_pid != pid && pid_alive(header_pid))
+      ok = false;
+    ::close(fd);
+    // Unlink only the file checked above (not one a new process with this pid just created).
+    struct stat now;
+    if (ok && lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev &&
+        now.st_ino == st.st_ino && !pid_alive(pid) && ::unlink(path.c_str()) == 0)
+      ++removed;
+  }
+  return removed;
+}
+
+}  // namespace reader
+}  // namespace v0
+}  // namespace livealloc
+
+#endif  // LIVEALLOC_READER_H

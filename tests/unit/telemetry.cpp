@@ -1,0 +1,438 @@
+// Telemetry written by the allocator and read back through livealloc_reader.h: exact counts,
+// slot reuse, thread names, the overflow slot, permissions, life cycle, fork, live tuning.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <livealloc.h>
+#include <livealloc_reader.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace la = livealloc;
+namespace rd = livealloc::reader;
+using namespace livealloc::telemetry;
+
+namespace {
+
+std::unique_ptr<rd::segment> own_segment() {
+  REQUIRE(la::telemetry::enable() == 0);
+  std::string err;
+  auto seg = rd::segment::open_pid(getpid(), &err);
+  INFO(err);
+  REQUIRE(seg);
+  return seg;
+}
+
+rd::snapshot snap(const rd::segment& seg) {
+  rd::snapshot s = seg.take();
+  INFO(s.error);
+  REQUIRE(s.ok());
+  return s;
+}
+
+const rd::thread_view* by_tid(const rd::snapshot& s, int tid) {
+  for (const auto& t : s.threads)
+    if (t.tid == tid && t.state == slot_alive) return &t;
+  return nullptr;
+}
+
+int my_tid() { return static_cast<int>(syscall(SYS_gettid)); }
+
+// Runs `fn` on a new thread that calls itself `name`, and waits for it.
+void on_named_thread(const char* name, const std::function<void()>& fn) {
+  std::thread t([&] {
+    pthread_setname_np(pthread_self(), name);
+    fn();
+  });
+  t.join();
+}
+
+// A child process (tests/unit/telemetry_child) that reports "ready <pid>" and waits for a line.
+struct child {
+  pid_t pid = -1;
+  int to = -1;
+  FILE* from = nullptr;
+  int reported = 0;
+  child(std::vector<std::string> args, std::vector<std::string> env, mode_t umask_value = 022) {
+    int in[2], out[2];
+    REQUIRE(pipe(in) == 0);
+    REQUIRE(pipe(out) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    std::vector<char*> argv, envp;
+    std::string exe = LIVEALLOC_TELEMETRY_CHILD;
+    argv.push_back(exe.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    mode_t old = umask(umask_value);
+    int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
+    umask(old);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    REQUIRE(rc == 0);
+    to = in[1];
+    from = fdopen(out[0], "r");
+    REQUIRE(std::fscanf(from, "ready %d", &reported) == 1);
+  }
+  // Lets the child (and its own children) exit; returns the exit status.
+  int finish() {
+    REQUIRE(write(to, "go\n", 3) == 3);
+    close(to);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::fclose(from);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+};
+
+std::string shm_path(int pid) { return "/dev/shm/livealloc." + std::to_string(pid); }
+
+}  // namespace
+
+TEST_CASE("exact counts per thread and class: allocations, remote frees, reallocs, names") {
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(100);
+  constexpr int N = 1000, M = 400, K = 10;
+  std::vector<void*> blocks;
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  int worker_tid = 0;
+  rd::snapshot main_before = snap(*seg);
+  const rd::thread_view* mb = by_tid(main_before, my_tid());
+  std::uint64_t main_sent_before = mb ? mb->counters[cls][c_remote_sent] : 0;
+
+  std::thread worker([&] {
+    pthread_setname_np(pthread_self(), "count-worker");
+    worker_tid = my_tid();
+    for (int i = 0; i < N; ++i) blocks.push_back(la::allocate(100));
+    for (int i = 0; i < K; ++i) REQUIRE(la::reallocate(blocks[static_cast<std::size_t>(i)], 104) == blocks[static_cast<std::size_t>(i)]);
+    {  // hand M blocks to the main thread, wait until it freed them
+      std::unique_lock<std::mutex> l(m);
+      step = 1;
+      cv.notify_all();
+      cv.wait(l, [&] { return step == 2; });
+    }
+    la::trim();  // drains the inbox: the M remote frees come home
+    for (int i = M; i < N; ++i) la::deallocate(blocks[static_cast<std::size_t>(i)]);
+    std::unique_lock<std::mutex> l(m);
+    step = 3;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 4; });  // stay alive for the snapshot
+  });
+  {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return step == 1; });
+  }
+  for (int i = 0; i < M; ++i) la::deallocate(blocks[static_cast<std::size_t>(i)]);
+  la::trim();  // hands the outbox back now
+  {
+    std::unique_lock<std::mutex> l(m);
+    step = 2;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 3; });
+  }
+  rd::snapshot s = snap(*seg);
+  const rd::thread_view* w = by_tid(s, worker_tid);
+  REQUIRE(w != nullptr);
+  CHECK(w->name == "count-worker");
+  const auto& k = w->counters[cls];
+  CHECK(k[c_allocs] == N + K);
+  CHECK(k[c_frees] == N + K);  // K in-place reallocs are a free and an allocation each
+  CHECK(k[c_requested_bytes] == N * 100u + K * 104u);
+  CHECK(k[c_remote_received] == M);
+  CHECK(k[c_remote_sent] == 0);
+  CHECK(w->live(cls) == 0);
+  CHECK(k[c_pages_taken] >= 1);
+  CHECK(k[c_reserved_blocks] >= static_cast<std::uint64_t>(N) - 64);
+  const rd::thread_view* mt = by_tid(s, my_tid());
+  REQUIRE(mt != nullptr);
+  CHECK(mt->counters[cls][c_remote_sent] - main_sent_before == M);
+  CHECK(mt->flushes >= 1);
+  {
+    std::lock_guard<std::mutex> l(m);
+    step = 4;
+    cv.notify_all();
+  }
+  worker.join();
+}
+
+TEST_CASE("large blocks count in class 0, also when another thread frees them") {
+  auto seg = own_segment();
+  la::deallocate(la::allocate(8));  // this thread has its own heap before the other one exits
+  int tid = 0;
+  void* kept = nullptr;
+  rd::snapshot before = snap(*seg);
+  on_named_thread("large-owner", [&] {
+    tid = my_tid();
+    void* a = la::allocate(1 << 20);
+    la::deallocate(a);
+    kept = la::allocate(2 << 20);
+    rd::snapshot s = snap(*seg);
+    const rd::thread_view* t = by_tid(s, tid);
+    REQUIRE(t);
+    CHECK(t->counters[0][c_allocs] == 2);
+    CHECK(t->counters[0][c_frees] == 1);
+    CHECK(t->counters[0][c_requested_bytes] == (3u << 20));
+    CHECK(t->live(0) == 1);
+  });
+  const rd::thread_view* mb = by_tid(before, my_tid());
+  std::uint64_t sent = mb ? mb->counters[0][c_remote_sent] : 0;
+  la::deallocate(kept);  // the owner exited; its heap (and slot) remember the block
+  rd::snapshot s = snap(*seg);
+  const rd::thread_view* me = by_tid(s, my_tid());
+  REQUIRE(me);
+  CHECK(me->counters[0][c_remote_sent] == sent + 1);
+  std::uint64_t freed_by_others = 0;
+  for (const auto& t : s.threads) freed_by_others += t.counters[0][c_large_freed_by_others];
+  freed_by_others += s.exited[0][c_large_freed_by_others];
+  CHECK(freed_by_others >= 1);
+}
+
+TEST_CASE("slots of exited threads are reused with nothing lost from the totals") {
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(3000);
+  std::vector<void*> left;
+  int first_tid = 0, second_tid = 0;
+  auto total = [&](const rd::snapshot& s, counter c) { return s.total(cls, c); };
+  rd::snapshot s0 = snap(*seg);
+  on_named_thread("first", [&] {
+    first_tid = my_tid();
+    for (int i = 0; i < 500; ++i) left.push_back(la::allocate(3000));
+    for (int i = 0; i < 200; ++i) la::deallocate(left[static_cast<std::size_t>(i)]);
+    left.erase(left.begin(), left.begin() + 200);
+  });
+  rd::snapshot s1 = snap(*seg);
+  CHECK(total(s1, c_allocs) - total(s0, c_allocs) == 500);
+  CHECK(total(s1, c_frees) - total(s0, c_frees) == 200);
+  std::uint32_t first_slot = 0, first_incarnation = 0;
+  for (const auto& t : s1.threads)
+    if (t.tid == first_tid) {
+      CHECK(t.state == slot_exited);
+      CHECK(t.exit_ns >= t.start_ns);
+      first_slot = t.slot;
+      first_incarnation = t.incarnation;
+    }
+  on_named_thread("second", [&] {
+    second_tid = my_tid();
+    void* p = la::allocate(3000);  // adopts the first thread's heap and slot
+    rd::snapshot s = snap(*seg);
+    const rd::thread_view* t = by_tid(s, second_tid);
+    REQUIRE(t);
+    CHECK(t->slot == first_slot);
+    CHECK(t->incarnation == first_incarnation + 1);
+    CHECK(t->name == "second");
+    CHECK(t->counters[cls][c_adopted] == 300);  // the first thread's live blocks
+    CHECK(t->counters[cls][c_allocs] == 1);
+    CHECK(t->live(cls) == 301);
+    CHECK(total(s, c_allocs) - total(s0, c_allocs) == 501);  // nothing lost
+    la::deallocate(p);
+  });
+  for (void* p : left) la::deallocate(p);
+  la::trim();
+  rd::snapshot s2 = snap(*seg);
+  CHECK(s2.live(cls) == s0.live(cls));
+}
+
+TEST_CASE("a thread renamed after it started shows its new name") {
+  auto seg = own_segment();
+  int tid = 0;
+  on_named_thread("old-name", [&] {
+    tid = my_tid();
+    pthread_setname_np(pthread_self(), "new-name");
+    std::vector<void*> v;  // enough slow paths for the name to be read again
+    for (int i = 0; i < 300 * 16; ++i) v.push_back(la::allocate(4096));
+    rd::snapshot s = snap(*seg);
+    const rd::thread_view* t = by_tid(s, tid);
+    REQUIRE(t);
+    CHECK(t->name == "new-name");
+    for (void* p : v) la::deallocate(p);
+  });
+}
+
+TEST_CASE("a changed threshold reaches every thread and changes behaviour") {
+  auto seg = own_segment();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  std::vector<std::atomic<int>> tids(4);
+  for (auto& t : tids) t.store(0);
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      tids[static_cast<std::size_t>(t)] = my_tid();
+      while (!stop.load()) {
+        std::vector<void*> v;
+        for (int i = 0; i < 200; ++i) v.push_back(la::allocate(2048));
+        for (void* p : v) la::deallocate(p);
+      }
+    });
+  std::string err;
+  std::uint64_t gen = 0;
+  for (auto& t : tids)
+    while (t.load() == 0) std::this_thread::yield();
+  REQUIRE(seg->set_option("page_recycle", 7, &err, &gen));
+  // Every worker applies it at its next slow path (this thread, idle, would not: no wait_applied).
+  bool applied = false;
+  for (int i = 0; i < 5000 && !applied; ++i) {
+    rd::snapshot s = snap(*seg);
+    applied = true;
+    for (auto& tid : tids) {
+      const rd::thread_view* t = by_tid(s, tid.load());
+      applied = applied && t && t->applied_generation >= gen;
+    }
+    if (!applied) usleep(1000);
+  }
+  CHECK(applied);
+  long long v = 0;
+  CHECK(la::get_option("page_recycle", &v));
+  CHECK(v == 7);
+  rd::snapshot s = snap(*seg);
+  CHECK(s.find_option("page_recycle")->effective == 7);
+  stop = true;
+  for (auto& th : ts) th.join();
+
+  // Behaviour: with page_recycle 0 and purge_delay 0, freed pages go back to the OS at once.
+  REQUIRE(seg->set_option("purge_delay", 0, &err, &gen));
+  REQUIRE(seg->set_option("page_recycle", 0, &err, &gen));
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20000; ++i) blocks.push_back(la::allocate(512));  // slow paths apply it
+  std::uint64_t madvise_before = snap(*seg).madvise_calls;
+  for (void* p : blocks) la::deallocate(p);
+  CHECK(snap(*seg).madvise_calls - madvise_before >= 100);
+  REQUIRE(seg->set_option("page_recycle", 2, &err, &gen));
+  REQUIRE(seg->set_option("purge_delay", 10, &err, &gen));
+}
+
+TEST_CASE("an invalid value written straight into the segment is rejected and counted") {
+  auto seg = own_segment();
+  // Write as a careless third party would, bypassing the reader's checks.
+  auto* base = reinterpret_cast<unsigned char*>(la::detail::g_table.base);
+  auto* control = reinterpret_cast<control_block*>(base + la::detail::kControlOffset);
+  int id = la::detail::find_option("remote_batch", 12);
+  REQUIRE(id >= 0);
+  long long before = 0;
+  la::get_option("remote_batch", &before);
+  std::uint64_t rejected = control->rejected.load();
+  la::telemetry::option_at(control, static_cast<unsigned>(id))->requested.store(1 << 30);  // out of range
+  control->generation.fetch_add(1);
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(la::allocate(1000));  // slow paths validate
+  for (void* p : v) la::deallocate(p);
+  CHECK(control->rejected.load() == rejected + 1);
+  CHECK(la::telemetry::option_at(control, static_cast<unsigned>(id))->requested.load() == before);
+  CHECK(la::telemetry::option_at(control, static_cast<unsigned>(id))->effective.load() == before);
+  long long now = 0;
+  la::get_option("remote_batch", &now);
+  CHECK(now == before);
+  // A start-up option cannot change while running either.
+  int hp = la::detail::find_option("hugepages", 9);
+  la::telemetry::option_at(control, static_cast<unsigned>(hp))->requested.store(1);
+  control->generation.fetch_add(1);
+  for (int i = 0; i < 1000; ++i) v[static_cast<std::size_t>(i)] = la::allocate(1000);
+  for (void* p : v) la::deallocate(p);
+  CHECK(control->rejected.load() == rejected + 2);
+  CHECK(la::telemetry::option_at(control, static_cast<unsigned>(hp))->effective.load() == 0);
+}
+
+TEST_CASE("a snapshot taken while 8 threads allocate is internally consistent") {
+  auto seg = own_segment();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  std::vector<std::atomic<void*>> shared(4096);
+  for (auto& x : shared) x.store(nullptr);
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&, t] {
+      unsigned r = static_cast<unsigned>(t) * 2654435761u + 1;
+      while (!stop.load(std::memory_order_relaxed)) {
+        r = r * 1103515245u + 12345u;
+        void* p = la::allocate(16 + (r >> 8) % 4000);
+        void* old = shared[(r >> 4) % shared.size()].exchange(p);
+        la::deallocate(old);
+      }
+    });
+  int negative = 0, snapshots = 0;
+  for (int i = 0; i < 300; ++i) {
+    rd::snapshot s = seg->take();
+    if (!s.ok()) continue;
+    ++snapshots;
+    for (const auto& t : s.threads)
+      for (unsigned c = 0; c < kClassCount; ++c) {
+        const auto& k = t.counters[c];
+        negative += k[c_allocs] + k[c_adopted] < k[c_frees] + k[c_large_freed_by_others];
+      }
+  }
+  stop = true;
+  for (auto& th : ts) th.join();
+  CHECK(snapshots == 300);
+  CHECK(negative == 0);
+  for (auto& x : shared) la::deallocate(x.exchange(nullptr));
+}
+
+TEST_CASE("the segment is 0600 under a permissive umask and is removed at exit") {
+  child c({"threads", "2"}, {"LIVEALLOC_PROFILE=1"}, 0);
+  struct stat st {};
+  REQUIRE(stat(shm_path(c.pid).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(c.finish() == 0);
+  CHECK(access(shm_path(c.pid).c_str(), F_OK) != 0);
+}
+
+TEST_CASE("threads past the last slot count in the overflow slot") {
+  child c({"threads", "8"}, {"LIVEALLOC_PROFILE=1", "LIVEALLOC_TELEMETRY_SLOTS=4"});
+  std::string err;
+  auto seg = rd::segment::open_pid(c.pid, &err);
+  INFO(err);
+  REQUIRE(seg);
+  rd::snapshot s = snap(*seg);
+  const unsigned cls = la::detail::class_of(100);
+  const rd::thread_view* overflow = nullptr;
+  for (const auto& t : s.threads)
+    if (t.state == slot_overflow) overflow = &t;
+  REQUIRE(overflow != nullptr);
+  CHECK(overflow->slot == 3);
+  CHECK(s.overflow_threads >= 5);  // the main thread and 2 workers got slots 0..2
+  CHECK(s.total(cls, c_allocs) == 800);
+  CHECK(overflow->counters[cls][c_allocs] >= 500);
+  CHECK(c.finish() == 0);
+}
+
+TEST_CASE("a fork child publishes its own segment") {
+  child c({"fork"}, {"LIVEALLOC_PROFILE=1"});
+  int parent = c.pid, forked = c.reported;
+  REQUIRE(forked != parent);
+  std::string err;
+  auto ps = rd::segment::open_pid(parent, &err);
+  INFO(err);
+  REQUIRE(ps);
+  auto cs = rd::segment::open_pid(forked, &err);
+  INFO(err);
+  REQUIRE(cs);
+  const unsigned cls = la::detail::class_of(48);
+  rd::snapshot pc = snap(*ps), cc = snap(*cs);
+  CHECK(cc.pid == forked);
+  CHECK(cc.total(cls, c_allocs) == pc.total(cls, c_allocs) + 777);
+  CHECK(c.finish() == 0);
+  CHECK(access(shm_path(forked).c_str(), F_OK) != 0);
+  CHECK(access(shm_path(parent).c_str(), F_OK) != 0);
+}
