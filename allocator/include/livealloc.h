@@ -163,10 +163,14 @@ enum counter : std::uint32_t {
   c_large_freed_by_others,  // class 0: this thread's large blocks that other threads freed
                             // (the one counter others write, with atomic adds)
   c_handed_over,      // exited totals only: live blocks passed on to a thread adopting a heap
-  c_reserved_14,
+  c_peak_live,        // gauge: the most live blocks this thread held, as seen at its slow paths
   c_reserved_15,
   kCounterCount
 };
+// Cross-thread free matrix: entry [f][o] (at matrix_offset + (f * slot_count + o) * 8) counts the
+// blocks the thread in slot f freed that the heap in slot o owned; row f is written only by slot
+// f's thread (the overflow row with atomic adds). Rows and columns accumulate over the slot's
+// incarnations.
 // Live blocks = allocs + adopted - frees - large_freed_by_others - handed_over. Read the
 // subtracted counters before the added ones: then live is never negative in a snapshot.
 
@@ -250,12 +254,14 @@ struct segment_header {
   std::atomic<std::uint64_t> segment_bytes;   // 4 MiB segments mapped
   std::atomic<std::uint64_t> large_bytes;     // large mappings in use
   std::atomic<std::uint64_t> cached_bytes;    // kept for reuse (large cache, segment cache)
-  std::atomic<std::uint64_t> committed_bytes; // spans in use or not yet purged + large + cache
+  std::atomic<std::uint64_t> committed_bytes; // small-block spans in use or not yet purged
+                                              // (add large_bytes and cached_bytes for all)
   std::atomic<std::uint64_t> mmap_calls, munmap_calls, madvise_calls;
   std::atomic<std::uint64_t> purges;          // purge passes that returned memory to the OS
   std::atomic<std::uint64_t> slots_used;      // slots ever taken (high-water mark)
   std::atomic<std::uint64_t> overflow_threads;  // threads that found no free slot
-  std::uint64_t reserved1[6];
+  std::uint64_t matrix_offset;  // uint64_t[slot_count][slot_count]: the cross-thread free matrix
+  std::uint64_t reserved1[5];
 };
 static_assert(sizeof(segment_header) == 280, "segment_header is part of the segment layout");
 
@@ -803,8 +809,12 @@ struct table_state {
   bool atexit_registered = false;
   char path[64] = {};
   telemetry::control_block* control = nullptr;
+  std::atomic<std::uint64_t>* matrix = nullptr;  // [freeing slot][owning slot]
   spinlock lock;  // enable/disable and control-block validation
 };
+
+// One more block that heap `from` freed for heap `to` (from is the calling thread's heap).
+inline void matrix_count(heap* from, heap* to) noexcept;
 inline table_state g_table;
 // Folded counters of exited threads; in the segment once it exists.
 inline class_counters g_exited_fallback[kClasses] = {};
@@ -813,6 +823,14 @@ inline class_counters* g_exited = g_exited_fallback;
 inline heap* slot_heap(std::uint32_t i) noexcept {
   return reinterpret_cast<heap*>(g_table.base + kSlotsOffset + std::size_t(i) * kSlotBytes);
 }
+inline void matrix_count(heap* from, heap* to) noexcept {
+  if (!g_table.matrix || !to) return;
+  std::atomic<std::uint64_t>& cell =
+      g_table.matrix[std::size_t(from->slot) * g_table.slots + to->slot];
+  if (from->published) cell.fetch_add(1, std::memory_order_relaxed);  // the shared overflow row
+  else bump(cell);
+}
+
 inline std::uint64_t realtime_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -995,6 +1013,10 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
     if (!(s = segment_alloc(h))) return nullptr;
     idx = find_run(s->free_units, n);
   }
+  // Committed: the span's units, except those still resident from a recent release.
+  add(g_proc->committed_bytes,
+      std::size_t(n - __builtin_popcountll(s->dirty_units & unit_mask(static_cast<unsigned>(idx), n)))
+          << kUnitShift);
   s->free_units &= ~unit_mask(static_cast<unsigned>(idx), n);
   s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
   s->used_units += n;
@@ -1045,6 +1067,8 @@ inline void page_release(heap* h, page* pg) noexcept {
     // Only the carved part was ever touched.
     std::size_t touched = round_up(std::size_t(pg->reserved) * pg->block_size, kOsPage);
     if (touched) os_decommit(page_start(pg), touched);
+    sub(g_proc->committed_bytes, std::size_t(n) << kUnitShift);
+    add(g_proc->purges, 1);
   } else {
     s->dirty_units |= unit_mask(idx, n);
     if (!h->purge_pending) {
@@ -1068,9 +1092,14 @@ inline void page_release(heap* h, page* pg) noexcept {
 // Returns the memory of every dirty free unit to the OS and releases segments left empty.
 inline void heap_purge(heap* h) noexcept {
   h->purge_pending = false;
+  bool purged = false;
   for (segment* s = h->segments; s;) {
     segment* next = s->next;
     std::uint64_t d = s->dirty_units;
+    if (d) {
+      sub(g_proc->committed_bytes, std::size_t(__builtin_popcountll(d)) << kUnitShift);
+      purged = true;
+    }
     while (d) {
       unsigned first = static_cast<unsigned>(__builtin_ctzll(d));
       unsigned len = static_cast<unsigned>(__builtin_ctzll(~(d >> first)));
@@ -1083,6 +1112,7 @@ inline void heap_purge(heap* h) noexcept {
     if (s->used_units == 0) segment_release(h, s);
     s = next;
   }
+  if (purged) add(g_proc->purges, 1);
 }
 
 // Carves the next blocks of a span into its free list.
@@ -1436,6 +1466,8 @@ inline void table_format(std::uint8_t* base) noexcept {
   hdr->control_offset = kControlOffset;
   hdr->exited_offset = kExitedOffset;
   hdr->slots_offset = kSlotsOffset;
+  hdr->matrix_offset = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes;
+  g_table.matrix = reinterpret_cast<std::atomic<std::uint64_t>*>(base + hdr->matrix_offset);
   hdr->start_ns = realtime_ns();
   table_program_name(hdr->program);
   auto* sizes = reinterpret_cast<std::uint64_t*>(base + kClassSizesOffset);
@@ -1480,7 +1512,8 @@ inline void table_format(std::uint8_t* base) noexcept {
 // At process start, before any heap exists.
 inline void table_create() noexcept {
   g_table.slots = static_cast<std::uint32_t>(option(opt_telemetry_slots));
-  g_table.size = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes;
+  g_table.size = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes +
+                 std::size_t(g_table.slots) * g_table.slots * sizeof(std::uint64_t);
   g_table.fd = table_file(g_table.size);
   void* base = nullptr;
   if (g_table.fd >= 0) {
@@ -1754,6 +1787,17 @@ LIVEALLOC_ALWAYS_INLINE void* take_block(heap* h, page* pg, unsigned cls,
   return b;
 }
 
+// Records the live blocks of a class if they are a new high (slow paths only).
+inline void note_peak(heap* h, unsigned cls) noexcept {
+  auto& k = h->stats[cls].v;
+  std::uint64_t live = k[c_allocs].load(std::memory_order_relaxed) +
+                       k[c_adopted].load(std::memory_order_relaxed) -
+                       k[c_frees].load(std::memory_order_relaxed) -
+                       k[c_large_freed_by_others].load(std::memory_order_relaxed);
+  if (static_cast<std::int64_t>(live) > static_cast<std::int64_t>(k[c_peak_live].load(std::memory_order_relaxed)))
+    k[c_peak_live].store(live, std::memory_order_relaxed);
+}
+
 LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) noexcept {
   heap* h = tls_heap;
   if (h == &g_empty_heap && !(h = thread_init())) {
@@ -1768,7 +1812,9 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
     errno = ENOMEM;
     return nullptr;
   }
-  return take_block(h, pg, cls, size);
+  void* b = take_block(h, pg, cls, size);
+  note_peak(h, cls);
+  return b;
 }
 
 LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
@@ -1898,6 +1944,7 @@ inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
   if (!h) return;
   bump(h->stats[0].v[c_allocs]);
   bump(h->stats[0].v[c_requested_bytes], size);
+  note_peak(h, 0);
 }
 inline void large_count_free(large_header* hdr) noexcept {
   heap* h = counting_heap();
@@ -1905,7 +1952,10 @@ inline void large_count_free(large_header* hdr) noexcept {
     bump(h->stats[0].v[c_frees]);
     return;
   }
-  if (h) bump(h->stats[0].v[c_remote_sent]);
+  if (h) {
+    bump(h->stats[0].v[c_remote_sent]);
+    matrix_count(h, hdr->owner);
+  }
   if (hdr->owner)
     hdr->owner->stats[0].v[c_large_freed_by_others].fetch_add(1, std::memory_order_relaxed);
 }
@@ -2033,6 +2083,7 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
     return;
   }
   bump(h->stats[pg->cls].v[c_remote_sent]);
+  matrix_count(h, owner);
   outbox_slot& slot = h->outbox[(reinterpret_cast<std::uintptr_t>(owner) >> 6) % kOutboxSlots];
   if (slot.dest != owner) {
     if (slot.count) {

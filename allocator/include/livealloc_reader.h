@@ -34,6 +34,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -97,6 +98,17 @@ struct snapshot {
   // Slots in use (alive, exited or overflow), by slot index; a slot that changed hands while
   // take() copied it is left out of that snapshot.
   std::vector<thread_view> threads;
+  // The cross-thread free matrix, slot_count x slot_count, row = freeing slot, column = owning
+  // slot (empty when the segment has none). freed(f, o) reads it.
+  std::uint32_t slot_count = 0;
+  std::vector<std::uint64_t> matrix;
+  std::uint64_t freed(std::uint32_t from_slot, std::uint32_t owner_slot) const {
+    return from_slot < slot_count && owner_slot < slot_count && !matrix.empty()
+               ? matrix[std::size_t(from_slot) * slot_count + owner_slot]
+               : 0;
+  }
+  // Resident memory of the process from /proc/<pid>/statm at take() (0 if unreadable).
+  std::uint64_t resident_bytes = 0;
   counter_matrix exited{};  // totals folded from exited threads, [class][counter]
 
   bool ok() const { return error.empty(); }
@@ -261,6 +273,7 @@ struct layout {
   std::uint32_t class_count = 0, counter_count = 0, slot_count = 0, slot_size = 0;
   std::uint32_t option_count = 0, option_size = 0;
   std::uint64_t class_sizes_offset = 0, control_offset = 0, exited_offset = 0, slots_offset = 0;
+  std::uint64_t matrix_offset = 0;  // 0: no matrix
 
   std::uint64_t slot(std::uint32_t i) const { return slots_offset + std::uint64_t(i) * slot_size; }
   std::uint64_t slot_counters(std::uint32_t i, unsigned cls) const {
@@ -350,6 +363,7 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
   l->control_offset = load<std::uint64_t>(p, offsetof(H, control_offset));
   l->exited_offset = load<std::uint64_t>(p, offsetof(H, exited_offset));
   l->slots_offset = load<std::uint64_t>(p, offsetof(H, slots_offset));
+  l->matrix_offset = load<std::uint64_t>(p, offsetof(H, matrix_offset));
   if (l->pid <= 0) {
     set(error, "pid " + num(std::int64_t(l->pid)) + " in the header is not a process id");
     return false;
@@ -375,7 +389,7 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
                    num(kSlotMinSize) + " bytes)");
     return false;
   }
-  region r[4];
+  region r[5];
   if (!check_region("class sizes", l->class_sizes_offset, l->class_count, 8, size, &r[0], error))
     return false;
   if (!check_region("control block", l->control_offset, 1, kControlHeaderSize, size, &r[1], error))
@@ -398,8 +412,15 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
                     sizeof(telemetry::class_counters), size, &r[2], error) ||
       !check_region("slots", l->slots_offset, l->slot_count, l->slot_size, size, &r[3], error))
     return false;
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
+  int regions = 4;
+  if (l->matrix_offset != 0) {
+    if (!check_region("free matrix", l->matrix_offset,
+                      std::uint64_t(l->slot_count) * l->slot_count, 8, size, &r[4], error))
+      return false;
+    regions = 5;
+  }
+  for (int i = 0; i < regions; ++i)
+    for (int j = i + 1; j < regions; ++j)
       if (r[i].begin < r[j].end && r[j].begin < r[i].end) {
         set(error, std::string(r[i].what) + " [" + num(r[i].begin) + ", " + num(r[i].end) +
                        ") and " + r[j].what + " [" + num(r[j].begin) + ", " + num(r[j].end) +
@@ -407,6 +428,21 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
         return false;
       }
   return true;
+}
+
+// Resident bytes of a process from /proc/<pid>/statm; 0 when it cannot be read.
+inline std::uint64_t resident_of(int pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/statm";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long long pages = 0, resident = 0;
+  if (std::sscanf(buf, "%llu %llu", &pages, &resident) != 2) return 0;
+  return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 // "livealloc.<digits>" -> the pid; -1 for any other name (or a pid that does not fit an int).
@@ -740,6 +776,13 @@ inline snapshot segment::take() const {
            detail::load_acquire<std::uint32_t>(p, h + offsetof(S, state)) != t.state;
   };
   s.threads.erase(std::remove_if(s.threads.begin(), s.threads.end(), changed), s.threads.end());
+  s.slot_count = l.slot_count;
+  if (l.matrix_offset != 0) {
+    s.matrix.resize(std::size_t(l.slot_count) * l.slot_count);
+    for (std::size_t i = 0; i < s.matrix.size(); ++i)
+      s.matrix[i] = detail::load<std::uint64_t>(p, l.matrix_offset + 8 * i);
+  }
+  s.resident_bytes = detail::resident_of(pid_);
   return s;
 }
 

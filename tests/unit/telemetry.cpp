@@ -171,6 +171,14 @@ TEST_CASE("exact counts per thread and class: allocations, remote frees, realloc
   REQUIRE(mt != nullptr);
   CHECK(mt->counters[cls][c_remote_sent] - main_sent_before == M);
   CHECK(mt->flushes >= 1);
+  // Peak live blocks, as seen at the worker's slow paths: close to N, never above N + K.
+  CHECK(k[c_peak_live] <= static_cast<std::uint64_t>(N + K));
+  CHECK(k[c_peak_live] + 200 >= static_cast<std::uint64_t>(N));
+  // The free matrix: the main thread freed M blocks the worker's heap owned.
+  std::uint64_t matrix_before = main_before.freed(mb ? mb->slot : 0, w->slot);
+  CHECK(s.freed(mt->slot, w->slot) - (mb ? matrix_before : 0) == M);
+  CHECK(s.freed(w->slot, mt->slot) == 0);
+  CHECK(s.resident_bytes > 0);
   {
     std::lock_guard<std::mutex> l(m);
     step = 4;
@@ -318,8 +326,12 @@ TEST_CASE("a changed threshold reaches every thread and changes behaviour") {
   std::vector<void*> blocks;
   for (int i = 0; i < 20000; ++i) blocks.push_back(la::allocate(512));  // slow paths apply it
   std::uint64_t madvise_before = snap(*seg).madvise_calls;
+  rd::snapshot full = snap(*seg);
   for (void* p : blocks) la::deallocate(p);
-  CHECK(snap(*seg).madvise_calls - madvise_before >= 100);
+  rd::snapshot emptied = snap(*seg);
+  CHECK(emptied.madvise_calls - madvise_before >= 100);
+  CHECK(emptied.purges - full.purges >= 100);
+  CHECK(full.committed_bytes - emptied.committed_bytes >= 100u * 65536u);
   REQUIRE(seg->set_option("page_recycle", 2, &err, &gen));
   REQUIRE(seg->set_option("purge_delay", 10, &err, &gen));
 }

@@ -82,7 +82,7 @@ std::uint64_t value(int b, unsigned cls, unsigned c) {
       return cls == 0 ? 3 : 0;
     case tl::c_handed_over:
       return b == -1 ? 5 : 0;
-    case tl::c_reserved_14:
+    case tl::c_peak_live:
     case tl::c_reserved_15:
       return 0;
     default:
@@ -822,6 +822,7 @@ const field kFields[] = {
     LIVEALLOC_TEST_FIELD(segment_header, purges),
     LIVEALLOC_TEST_FIELD(segment_header, slots_used),
     LIVEALLOC_TEST_FIELD(segment_header, overflow_threads),
+    LIVEALLOC_TEST_FIELD(segment_header, matrix_offset),
     LIVEALLOC_TEST_FIELD(segment_header, reserved1),
     LIVEALLOC_TEST_FIELD(control_block, generation),
     LIVEALLOC_TEST_FIELD(control_block, validated_generation),
@@ -886,7 +887,7 @@ const named_value kValues[] = {
     {"counter", "c_reserved_blocks", tl::c_reserved_blocks},
     {"counter", "c_large_freed_by_others", tl::c_large_freed_by_others},
     {"counter", "c_handed_over", tl::c_handed_over},
-    {"counter", "c_reserved_14", tl::c_reserved_14},
+    {"counter", "c_peak_live", tl::c_peak_live},
     {"counter", "c_reserved_15", tl::c_reserved_15},
     {"slot_state", "slot_unused", tl::slot_unused},
     {"slot_state", "slot_alive", tl::slot_alive},
@@ -1043,7 +1044,7 @@ TEST_CASE("the TELEMETRY.md check catches a page that drifted") {
   const std::pair<const char*, const char*> edits[] = {
       {"| 8 | 4 | u32 | `version` |", "| 12 | 4 | u32 | `version` |"},               // wrong offset
       {"| 88 | 64 | char[64] | `program` |", "| 88 | 32 | char[64] | `program` |"},  // size
-      {"| 232 | 48 | u64[6] | `reserved1` |", "| 232 | 40 | u64[5] | `reserved1` |"},  // short
+      {"| 240 | 40 | u64[5] | `reserved1` |", "| 240 | 32 | u64[4] | `reserved1` |"},  // short
       {"| 16 | 16 | char[16] | `name` |", "| 16 | 16 | char[16] | `thread_name` |"},   // name
       {"| 5 | `c_remote_received` |", "| 6 | `c_remote_received` |"},                  // index
       {"| 2 | `slot_exited` |", "| 4 | `slot_exited` |"},                              // value
