@@ -77,7 +77,7 @@
     "empty pages a thread keeps per size class; past it they go back to the OS")                \
   X(remote_batch, int, 32, 1, 4096, true,                                                       \
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
-  X(large_cache, int, 64, 0, 65536, true,                                                       \
+  X(large_cache, int, 128, 0, 65536, true,                                                       \
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 10, 0, 60000, true,                                                      \
     "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
@@ -1864,24 +1864,60 @@ inline bool large_cache_sweep(bool all) noexcept {
 }
 inline bool large_cache_clear() noexcept { return large_cache_sweep(true); }
 
-// A cached mapping of at least `need` bytes and at most twice that (so a small request does not
-// pin a huge mapping), best fit; its pages are still resident, which is the point.
+// Resizes a cached mapping (4 MiB-aligned base) for a request of `need` bytes: one up to twice as
+// large is kept whole, a larger one loses its tail, a smaller one grows in place or moves its pages (mremap, no copy) to a new aligned range.
+// Its resident pages are what make the reuse worth it. nullptr (and the mapping unmapped) if the
+// move fails.
+inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need) noexcept {
+  if (size >= need && size / 2 <= need) return base;  // close enough: keep it whole
+  if (size > need) {
+    os_unmap(base + need, size - need);
+    return base;
+  }
+  if (mremap(base, size, need, 0) != MAP_FAILED) return base;
+  void* target = os_map_aligned(need, kSegmentSize);
+  void* moved = target ? mremap(base, size, need, MREMAP_MAYMOVE | MREMAP_FIXED, target)
+                       : MAP_FAILED;
+  if (moved == MAP_FAILED) {
+    if (target) os_unmap(target, need);
+    os_unmap(base, size);
+    return nullptr;
+  }
+  return static_cast<std::uint8_t*>(moved);
+}
+
+// The cached mapping that shares the most resident bytes with a request of `need` bytes (the
+// least waste among equals), resized to `need`. A loop of large allocations of varying sizes
+// then reuses the pages it touched last time instead of faulting in new ones.
 inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
-  lock_guard guard(g.large_lock);
-  int best = -1;
-  for (unsigned i = 0; i < g.large_cache_count; ++i) {
-    std::size_t s = g.large_cache[i].size;
-    if (s >= need && s / 2 <= need && (best < 0 || s < g.large_cache[best].size))
-      best = static_cast<int>(i);
+  large_cache_entry e;
+  {
+    lock_guard guard(g.large_lock);
+    int best = -1;
+    std::size_t best_shared = 0, best_waste = 0;
+    for (unsigned i = 0; i < g.large_cache_count; ++i) {
+      std::size_t s = g.large_cache[i].size;
+      std::size_t shared = s < need ? s : need;
+      std::size_t waste = s > need ? s - need : need - s;
+      if (best < 0 || shared > best_shared || (shared == best_shared && waste < best_waste)) {
+        best = static_cast<int>(i);
+        best_shared = shared;
+        best_waste = waste;
+      }
+    }
+    if (best < 0) return nullptr;
+    e = g.large_cache[best];
+    g.large_cache[best] = g.large_cache[--g.large_cache_count];
+    if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
+    sub(g_proc->cached_bytes, e.size);
   }
-  if (best < 0) return nullptr;
-  large_cache_entry e = g.large_cache[best];
-  g.large_cache[best] = g.large_cache[--g.large_cache_count];
-  if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
-  sub(g_proc->cached_bytes, e.size);
-  *size = e.size;
-  return e.base;
+#if LIVEALLOC_CHECKED
+  chunk_mark(e.base, e.size, 0);
+#endif
+  std::uint8_t* base = large_fit(e.base, e.size, need);
+  if (base) *size = e.size >= need && e.size / 2 <= need ? e.size : need;
+  return base;
 }
 
 // Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms, evicting the
