@@ -34,6 +34,7 @@ fi
 
 passed=0
 failed=0
+skipped=0
 results=()
 
 # configuration NAME DIR [CMAKE ARGS...]: configure, build, ctest; adds to the counts.
@@ -64,9 +65,13 @@ configuration() {
   fi
   # A non-zero exit with no failure counted (no tests, ctest error) is still a failure.
   if ((rc != 0 && fails == 0)); then fails=1 total=$((total + 1)); fi
-  passed=$((passed + total - fails))
+  # ctest counts a skipped test (SKIP_RETURN_CODE) as not failed; report it apart.
+  local skips
+  skips="$(grep -cE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$log" || true)"
+  passed=$((passed + total - fails - skips))
   failed=$((failed + fails))
-  results+=("$name: $((total - fails)) passed, $fails failed")
+  skipped=$((skipped + skips))
+  results+=("$name: $((total - fails - skips)) passed, $fails failed, $skips skipped")
 }
 
 "$root/tests/setup.sh"
@@ -94,5 +99,5 @@ fi
 
 echo "=== summary"
 printf '  %s\n' "${results[@]}"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 ((failed == 0))

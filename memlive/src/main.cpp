@@ -1,0 +1,479 @@
+// memlive -- the command: list, snapshot, tune and record the telemetry of livealloc processes.
+// SPDX-License-Identifier: MIT
+//
+// Every verb reads /dev/shm/livealloc.<pid> through livealloc_reader.h and formats with memlive.h;
+// this file holds only argument parsing, the verbs' control flow and their messages.
+// Exit codes are memlive::error_kind (see usage()).
+#include <memlive.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using memlive::error_kind;
+namespace rd = livealloc::reader;
+
+constexpr const char* kUsage =
+    "usage: memlive <verb> [options]\n"
+    "\n"
+    "Reads the telemetry segment (/dev/shm/livealloc.<pid>) of a process that runs livealloc with\n"
+    "profiling on: LD_PRELOAD=/abs/path/liblivealloc.so LIVEALLOC_PROFILE=1 ./program, or a call\n"
+    "to livealloc::telemetry::enable().\n"
+    "\n"
+    "verbs:\n"
+    "  list [--clean]                      processes publishing a segment; --clean removes the\n"
+    "                                      segments of processes that are gone\n"
+    "  snapshot --pid N [--format F]       one snapshot to stdout; F: json (default), csv,\n"
+    "                                      prometheus\n"
+    "  tune --pid N name=value ...         change live thresholds (all validated first; none\n"
+    "                                      applied if one is wrong)\n"
+    "  record --pid N --interval MS --out FILE [--count N | --duration S]\n"
+    "                                      one JSON snapshot per line, every MS (>= 10) ms\n"
+    "  serve, run                          not implemented yet in this version\n"
+    "\n"
+    "  memlive --help | --version | <verb> --help\n"
+    "\n"
+    "exit codes:\n"
+    "  0  success\n"
+    "  1  an I/O error (writing the output file)\n"
+    "  2  usage error (unknown verb or option, bad value, tuning syntax such as name without =)\n"
+    "  3  no such process\n"
+    "  4  the process publishes no segment (run it with LIVEALLOC_PROFILE=1)\n"
+    "  5  permission denied (the segment belongs to another user)\n"
+    "  6  version mismatch or malformed segment\n"
+    "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n";
+
+constexpr const char* kListHelp =
+    "usage: memlive list [--clean]\n"
+    "\n"
+    "Lists the processes that publish a telemetry segment: pid, program, threads alive, age and\n"
+    "state (running; stale: the process is gone; unreadable: the reason). --clean removes the\n"
+    "segments of processes that are gone and says how many.\n";
+constexpr const char* kSnapshotHelp =
+    "usage: memlive snapshot --pid N [--format json|csv|prometheus]\n"
+    "\n"
+    "Prints one snapshot of the process's counters. json: one object (schema memlive.snapshot/1,\n"
+    "see memlive/README.md); csv: one row per thread and size class with a non-zero counter;\n"
+    "prometheus: text exposition format 0.0.4. A segment left by a process that is gone is still\n"
+    "printed, with a note on stderr.\n";
+constexpr const char* kTuneHelp =
+    "usage: memlive tune --pid N name=value [name=value ...]\n"
+    "\n"
+    "Changes live thresholds of a running process. Every assignment is checked first against the\n"
+    "options the segment publishes (name, live, range, bool); if one fails, nothing is applied\n"
+    "(exit 2 for syntax, 7 otherwise). Then all are stored, and memlive waits up to 2 s for the\n"
+    "allocator to validate them, and reports each as accepted or rejected (exit 7 if any was\n"
+    "rejected). Values may be integers or true/false/on/off. The allocator validates and each\n"
+    "thread applies a change at its next slow path: an idle thread applies it later; if nothing\n"
+    "validates within 2 s the change is reported as pending (exit 0).\n";
+constexpr const char* kRecordHelp =
+    "usage: memlive record --pid N --interval MS --out FILE [--count N | --duration S]\n"
+    "\n"
+    "Writes one JSON snapshot per line (the schema of `memlive snapshot`) every MS milliseconds\n"
+    "(at least 10) to FILE ('-' for stdout). Stops after N samples, after S seconds, when the\n"
+    "process exits (a final sample is written and the exit reported), or on SIGINT/SIGTERM (the\n"
+    "file is flushed, exit 0).\n";
+
+int usage_error(const std::string& msg, const char* help = nullptr) {
+  std::fprintf(stderr, "memlive: %s\n", msg.c_str());
+  std::fprintf(stderr, "%s", help ? help : "run 'memlive --help' for usage\n");
+  return static_cast<int>(error_kind::usage);
+}
+
+int fail(error_kind kind, const std::string& msg) {
+  std::fprintf(stderr, "memlive: %s\n", msg.c_str());
+  return static_cast<int>(kind);
+}
+
+bool parse_number(const std::string& text, long long lo, long long hi, long long* out) {
+  std::int64_t v = 0;
+  if (!memlive::detail::parse_int(text, &v) || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// Options common to the verbs. Unknown ones are usage errors.
+struct args {
+  int pid = 0;
+  bool have_pid = false;
+  std::string format = "json";
+  std::string dir = "/dev/shm";  // hidden: --dir, for tests
+  std::string out;
+  long long interval_ms = -1, count = -1, duration_s = -1;
+  bool clean = false, help = false;
+  std::vector<std::string> positional;
+};
+
+// Parses argv[first..] for `verb`, allowing the options in `allowed` (space-separated).
+bool parse_args(int argc, char** argv, int first, const std::string& allowed, args* a,
+                std::string* error) {
+  auto allows = [&](const std::string& opt) {
+    return (" " + allowed + " ").find(" " + opt + " ") != std::string::npos || opt == "--dir";
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      a->help = true;
+      continue;
+    }
+    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
+      a->positional.push_back(arg);
+      continue;
+    }
+    std::string value;
+    bool inline_value = false;
+    if (std::size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    if (!allows(arg)) {
+      *error = "unknown option '" + arg + "'";
+      return false;
+    }
+    if (arg == "--clean") {
+      a->clean = true;
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) {
+        *error = "option " + arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    long long n = 0;
+    if (arg == "--pid") {
+      if (!parse_number(value, 1, 0x7fffffff, &n)) {
+        *error = "--pid: '" + value + "' is not a process id";
+        return false;
+      }
+      a->pid = static_cast<int>(n);
+      a->have_pid = true;
+    } else if (arg == "--format") {
+      if (value != "json" && value != "csv" && value != "prometheus") {
+        *error = "--format: '" + value + "' is not json, csv or prometheus";
+        return false;
+      }
+      a->format = value;
+    } else if (arg == "--dir") {
+      a->dir = value;
+    } else if (arg == "--out") {
+      a->out = value;
+    } else if (arg == "--interval") {
+      if (!parse_number(value, 10, 86400000, &a->interval_ms)) {
+        *error = "--interval: '" + value + "' is not a number of milliseconds from 10 to 86400000";
+        return false;
+      }
+    } else if (arg == "--count") {
+      if (!parse_number(value, 1, 1000000000, &a->count)) {
+        *error = "--count: '" + value + "' is not a positive number";
+        return false;
+      }
+    } else if (arg == "--duration") {
+      if (!parse_number(value, 1, 31536000, &a->duration_s)) {
+        *error = "--duration: '" + value + "' is not a positive number of seconds";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::string format_age(std::uint64_t start_ns) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const std::uint64_t now = std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+  if (start_ns == 0 || start_ns > now) return "-";
+  std::uint64_t s = (now - start_ns) / 1000000000ull;
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%llus", static_cast<unsigned long long>(s));
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%llum%02llus", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lluh%02llum", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60));
+  return buf;
+}
+
+int cmd_list(const args& a) {
+  if (!a.positional.empty()) return usage_error("list: unexpected '" + a.positional[0] + "'");
+  std::string err;
+  std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
+  if (!err.empty()) return fail(error_kind::permission, "cannot read " + a.dir + ": " + err);
+  int stale = 0;
+  if (entries.empty()) {
+    std::printf("no process publishes a livealloc telemetry segment in %s\n", a.dir.c_str());
+  } else {
+    std::printf("%-8s %-24s %7s %8s  %s\n", "PID", "PROGRAM", "THREADS", "AGE", "STATE");
+    for (const rd::segment_entry& e : entries) {
+      std::string state;
+      if (!e.alive) {
+        state = "stale: process gone";
+        ++stale;
+      } else if (!e.valid) {
+        state = "unreadable: " + e.error;
+      } else {
+        state = "running";
+      }
+      std::string program = e.valid ? e.program : "?";
+      std::printf("%-8d %-24s %7s %8s  %s\n", e.pid, program.c_str(),
+                  e.valid ? std::to_string(e.threads_alive).c_str() : "-",
+                  e.valid ? format_age(e.start_ns).c_str() : "-", state.c_str());
+    }
+  }
+  if (a.clean) {
+    int removed = rd::remove_stale(a.dir);
+    std::printf("removed %d stale segment%s\n", removed, removed == 1 ? "" : "s");
+  } else if (stale > 0) {
+    std::printf(
+        "%d stale segment%s of processes that are gone; 'memlive list --clean' removes "
+        "them\n",
+        stale, stale == 1 ? "" : "s");
+  }
+  return 0;
+}
+
+// Opens the segment of --pid, or prints why not and returns the exit code in *code.
+std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int* code) {
+  memlive::open_result r = memlive::open_segment(a.pid, for_tuning, a.dir);
+  if (!r.segment) *code = fail(r.kind, r.error);
+  return std::move(r.segment);
+}
+
+int cmd_snapshot(const args& a) {
+  if (!a.have_pid) return usage_error("snapshot: --pid N is required", kSnapshotHelp);
+  if (!a.positional.empty()) return usage_error("snapshot: unexpected '" + a.positional[0] + "'");
+  int code = 0;
+  auto seg = open_or_report(a, false, &code);
+  if (!seg) return code;
+  rd::snapshot s = seg->take();
+  if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
+  if (!s.process_alive)
+    std::fprintf(stderr, "memlive: note: process %d is gone; this is its stale segment\n", a.pid);
+  std::string out = a.format == "csv"          ? memlive::to_csv(s)
+                    : a.format == "prometheus" ? memlive::to_prometheus(s)
+                                               : memlive::to_json(s) + "\n";
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    return fail(static_cast<error_kind>(1), std::string("writing stdout: ") + strerror(errno));
+  return 0;
+}
+
+int cmd_tune(const args& a) {
+  if (!a.have_pid) return usage_error("tune: --pid N is required", kTuneHelp);
+  if (a.positional.empty()) return usage_error("tune: give at least one name=value", kTuneHelp);
+  std::vector<memlive::assignment> want;
+  for (const std::string& text : a.positional) {
+    memlive::assignment x;
+    std::string err;
+    if (!memlive::parse_assignment(text, &x, &err))
+      return usage_error("tune: " + err + "; nothing applied");
+    for (const memlive::assignment& y : want)
+      if (y.name == x.name)
+        return usage_error("tune: option '" + x.name + "' given twice; nothing applied");
+    want.push_back(x);
+  }
+  int code = 0;
+  auto seg = open_or_report(a, true, &code);
+  if (!seg) return code;
+  if (!seg->process_alive())
+    return fail(error_kind::no_process,
+                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to tune");
+  rd::snapshot before = seg->take();
+  if (!before.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + before.error);
+  for (const memlive::assignment& x : want) {
+    std::string err;
+    if (!memlive::check_assignment(x, before.options, &err))
+      return fail(error_kind::rejected, "tune: " + err + "; nothing applied");
+  }
+  std::uint64_t generation = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    std::string err;
+    std::uint64_t g = 0;
+    if (!seg->set_option(want[i].name, want[i].value, &err, &g))
+      return fail(
+          error_kind::rejected,
+          "tune: " + err + (i ? " (the options before it were stored)" : "; nothing applied"));
+    if (g > generation) generation = g;
+  }
+  const bool validated = seg->wait_validated(generation, 2000);
+  rd::snapshot after = seg->take();
+  if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
+  bool any_rejected = false;
+  for (const memlive::assignment& x : want) {
+    const rd::option_view* was = before.find_option(x.name);
+    const rd::option_view* now = after.find_option(x.name);
+    long long old_value = was ? was->effective : 0;
+    if (!validated) {
+      std::printf("%s = %lld: pending (was %lld)\n", x.name.c_str(),
+                  static_cast<long long>(x.value), old_value);
+    } else if (now && now->effective == x.value) {
+      std::printf("%s = %lld: accepted (was %lld)\n", x.name.c_str(),
+                  static_cast<long long>(x.value), old_value);
+    } else {
+      any_rejected = true;
+      std::printf("%s = %lld: rejected by the allocator (in force: %lld)\n", x.name.c_str(),
+                  static_cast<long long>(x.value),
+                  now ? static_cast<long long>(now->effective) : old_value);
+    }
+  }
+  if (!validated)
+    std::printf(
+        "the allocator has not validated generation %llu within 2 s: it checks at its "
+        "next slow path (an idle process does so later)\n",
+        static_cast<unsigned long long>(generation));
+  else
+    std::printf(
+        "generation %llu; threads apply it at their next slow path (a thread's "
+        "applied_generation >= %llu shows it took effect there)\n",
+        static_cast<unsigned long long>(generation), static_cast<unsigned long long>(generation));
+  return any_rejected ? static_cast<int>(error_kind::rejected) : 0;
+}
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) {
+  g_stop = 1;
+}
+
+std::uint64_t monotonic_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000u + std::uint64_t(ts.tv_nsec) / 1000000u;
+}
+
+// Sleeps until `deadline_ms` (CLOCK_MONOTONIC) or a stop signal, in slices so a signal that
+// arrives just before nanosleep is noticed within 20 ms.
+void sleep_until(std::uint64_t deadline_ms) {
+  while (!g_stop) {
+    std::uint64_t now = monotonic_ms();
+    if (now >= deadline_ms) return;
+    std::uint64_t ms = deadline_ms - now;
+    if (ms > 20) ms = 20;
+    timespec ts{0, static_cast<long>(ms) * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+int cmd_record(const args& a) {
+  if (!a.have_pid) return usage_error("record: --pid N is required", kRecordHelp);
+  if (a.interval_ms < 0) return usage_error("record: --interval MS is required", kRecordHelp);
+  if (a.out.empty()) return usage_error("record: --out FILE is required", kRecordHelp);
+  if (a.count > 0 && a.duration_s > 0)
+    return usage_error("record: give --count or --duration, not both", kRecordHelp);
+  if (!a.positional.empty()) return usage_error("record: unexpected '" + a.positional[0] + "'");
+  int code = 0;
+  auto seg = open_or_report(a, false, &code);
+  if (!seg) return code;
+  if (!seg->process_alive())
+    return fail(error_kind::no_process,
+                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to record");
+
+  FILE* out = a.out == "-" ? stdout : std::fopen(a.out.c_str(), "w");
+  if (!out) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const std::uint64_t start = monotonic_ms();
+  const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
+  std::string line;
+  long long written = 0;
+  std::string why = "done";
+  int result = 0;
+  for (std::uint64_t next = start;; next += std::uint64_t(a.interval_ms)) {
+    sleep_until(next);
+    if (g_stop) {
+      why = "stopped by a signal";
+      break;
+    }
+    const bool gone = !seg->process_alive();  // before take(): the last sample follows the exit
+    rd::snapshot s = seg->take();
+    if (!s.ok()) {
+      result = fail(error_kind::bad_segment, seg->path() + ": " + s.error);
+      why = "";
+      break;
+    }
+    line.clear();
+    memlive::append_json(line, s);
+    line.push_back('\n');
+    if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
+      result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+      why = "";
+      break;
+    }
+    ++written;
+    if (gone) {
+      why = "process " + std::to_string(a.pid) + " exited; wrote a final sample";
+      break;
+    }
+    if (a.count > 0 && written >= a.count) break;
+    if (end && monotonic_ms() + std::uint64_t(a.interval_ms) > end) break;
+  }
+  if (out != stdout && std::fclose(out) != 0 && result == 0)
+    result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+  if (!why.empty())
+    std::fprintf(stderr, "memlive: recorded %lld sample%s to %s (%s)\n", written,
+                 written == 1 ? "" : "s", a.out.c_str(), why.c_str());
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage_error("no verb given", kUsage);
+  const std::string verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (verb == "--version") {
+    std::printf("memlive %s (telemetry layout version %u)\n", memlive::version_string().c_str(),
+                livealloc::telemetry::kVersion);
+    return 0;
+  }
+  struct verb_info {
+    const char* name;
+    const char* options;
+    const char* help;
+    int (*run)(const args&);
+  };
+  static const verb_info kVerbs[] = {
+      {"list", "--clean", kListHelp, cmd_list},
+      {"snapshot", "--pid --format", kSnapshotHelp, cmd_snapshot},
+      {"tune", "--pid", kTuneHelp, cmd_tune},
+      {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
+  };
+  if (verb == "serve" || verb == "run") {
+    std::fprintf(stderr, "memlive %s: not implemented yet in this version\n", verb.c_str());
+    return static_cast<int>(error_kind::usage);
+  }
+  for (const verb_info& v : kVerbs) {
+    if (verb != v.name) continue;
+    args a;
+    std::string err;
+    if (!parse_args(argc, argv, 2, v.options, &a, &err)) {
+      std::fprintf(stderr, "memlive %s: %s\n%s", v.name, err.c_str(), v.help);
+      return static_cast<int>(error_kind::usage);
+    }
+    if (a.help) {
+      std::printf("%s", v.help);
+      return 0;
+    }
+    return v.run(a);
+  }
+  return usage_error("unknown verb '" + verb + "'", kUsage);
+}

@@ -1,0 +1,492 @@
+#!/usr/bin/python3
+"""The memlive command against a real workload (standard library only).
+
+    cli_test.py --memlive PATH --workload PATH cli|permission|promtool
+
+cli: starts memlive_workload (4 named threads with known allocations, telemetry enabled), then
+checks `memlive list`, `snapshot` in json, csv and prometheus against the plan (exact counts
+per thread name and size class), `tune` (valid: accepted and effective; invalid: refused, nothing
+changed), `record` (--count, SIGINT, process exit), the error exit codes, `list --clean`, and that
+the segment is gone once the workload exits.
+permission: a segment the caller cannot read gives exit 5 (skipped, exit 77, when run as root,
+who can read anything).
+promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
+promtool is not installed: Debian package `prometheus`).
+Every failed check is printed; the exit code is 1 if any failed.
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# name, size, count, frees: one thread per distinct name; names test escaping in every format.
+PLAN = [
+    ("alpha", 16, 1000, 0),
+    ("alpha", 300000, 10, 4),  # large blocks: class 0
+    ("beta", 100, 500, 100),
+    ("beta", 5000, 7, 0),
+    ('ga"m\\ma', 48, 250, 0),
+    ("delta, x", 256, 123, 23),
+    ("delta, x", 250, 5, 1),  # same class as 256: counts add up
+]
+TIMEOUT = 30
+failures = []
+
+
+def check(ok, what):
+    if ok:
+        print("ok    " + what)
+    else:
+        print("FAIL  " + what)
+        failures.append(what)
+    return ok
+
+
+def run(args, **kw):
+    kw.setdefault("timeout", TIMEOUT)
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def class_of(size, class_sizes):
+    if size > max(class_sizes):
+        return 0
+    return min(k for k in range(1, len(class_sizes)) if class_sizes[k] >= size)
+
+
+def expected(class_sizes):
+    """{thread name: {class: {allocs, frees, requested_bytes, live}}} from PLAN."""
+    out = {}
+    for name, size, count, frees in PLAN:
+        row = out.setdefault(name, {}).setdefault(
+            class_of(size, class_sizes), {"allocs": 0, "frees": 0, "requested_bytes": 0})
+        row["allocs"] += count
+        row["frees"] += frees
+        row["requested_bytes"] += size * count
+    for classes in out.values():
+        for row in classes.values():
+            row["live"] = row["allocs"] - row["frees"]
+    return out
+
+
+def free_pid():
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) - 1
+    while pid > 1:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
+    raise RuntimeError("no free pid")
+
+
+class Workload:
+    def __init__(self, path):
+        args = [path] + ["%s:%d:%d:%d" % p for p in PLAN]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready "):
+            self.proc.kill()
+            raise RuntimeError("workload did not start: %r" % line)
+        self.pid = self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        return self.proc.wait(timeout=TIMEOUT)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def snapshot_json(ml, pid):
+    r = run([ml, "snapshot", "--pid", str(pid)])
+    if not check(r.returncode == 0, "snapshot --pid exits 0 (stderr: %s)" % r.stderr.strip()):
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        check(False, "snapshot output is JSON (%s)" % e)
+        return None
+
+
+def threads_by_name(snap):
+    out = {}
+    for t in snap["threads"]:
+        out.setdefault(t["name"], []).append(t)
+    return out
+
+
+def check_json(snap, want):
+    check(snap["schema"] == "memlive.snapshot/1", "json: schema")
+    check(len(snap["counters"]) == 16 and snap["counters"][0] == "allocs", "json: counter names")
+    check(snap["process"]["resident_bytes"] > 0 and isinstance(snap["free_matrix"], list),
+          "json: resident_bytes and free_matrix present")
+    names = snap["counters"]
+    by_name = threads_by_name(snap)
+    for name, classes in want.items():
+        ts = by_name.get(name, [])
+        if not check(len(ts) == 1, "json: one thread named %r (found %d)" % (name, len(ts))):
+            continue
+        t = ts[0]
+        check(t["state"] == "alive" and t["tid"] > 0, "json: %r alive with a tid" % name)
+        got = {}
+        for row in t["classes"]:
+            check(len(row) == 17, "json: %r class row has 17 numbers" % name)
+            v = dict(zip(names, row[1:]))
+            if v["allocs"]:
+                got[row[0]] = v
+        check(sorted(got) == sorted(classes),
+              "json: %r allocates in classes %s (got %s)" % (name, sorted(classes), sorted(got)))
+        for cls, w in classes.items():
+            v = got.get(cls, {})
+            live = v.get("allocs", 0) + v.get("adopted", 0) - v.get("frees", 0) - \
+                v.get("large_freed_by_others", 0) - v.get("handed_over", 0)
+            check(v.get("allocs") == w["allocs"] and v.get("frees") == w["frees"] and
+                  v.get("requested_bytes") == w["requested_bytes"] and live == w["live"],
+                  "json: %r class %d: allocs %d frees %d requested %d live %d (got %s %s %s %d)" %
+                  (name, cls, w["allocs"], w["frees"], w["requested_bytes"], w["live"],
+                   v.get("allocs"), v.get("frees"), v.get("requested_bytes"), live))
+
+
+def check_csv(text, want, pid):
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    header = rows[0] if rows else []
+    check(len(header) == 25 and header[:8] == ["taken_ns", "pid", "slot", "tid", "thread",
+                                               "state", "class", "size"] and
+          header[-1] == "live", "csv: header %s" % header[:8])
+    ix = {h: i for i, h in enumerate(header)}
+    check(all(len(r) == len(header) for r in rows), "csv: every row has %d fields" % len(header))
+    got = {}
+    for r in rows[1:]:
+        if len(r) != len(header):
+            continue
+        check(r[ix["pid"]] == str(pid), "csv: pid column") if r is rows[1] else None
+        if r[ix["thread"]] in want and int(r[ix["allocs"]]) > 0:
+            got.setdefault(r[ix["thread"]], {})[int(r[ix["class"]])] = r
+    for name, classes in want.items():
+        g = got.get(name, {})
+        check(sorted(g) == sorted(classes), "csv: %r classes %s (got %s)" %
+              (name, sorted(classes), sorted(g)))
+        for cls, w in classes.items():
+            r = g.get(cls)
+            check(r is not None and all(int(r[ix[k]]) == w[k] for k in
+                                        ("allocs", "frees", "requested_bytes", "live")),
+                  "csv: %r class %d counts %s" % (name, cls, w))
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\} (-?[0-9]+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def unescape(v):
+    return re.sub(r'\\(.)', lambda m: {"n": "\n", "\\": "\\", '"': '"'}[m.group(1)], v)
+
+
+def check_prometheus(text, want, pid):
+    helps, types, got = [], [], {}
+    bad = []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helps.append(line.split(" ")[2])
+        elif line.startswith("# TYPE "):
+            types.append(line.split(" ")[2])
+        else:
+            m = SAMPLE.match(line)
+            if not m:
+                bad.append(line)
+                continue
+            labels = {k: unescape(v) for k, v in LABEL.findall(m.group(2))}
+            if m.group(1) in ("livealloc_allocs_total", "livealloc_frees_total",
+                              "livealloc_requested_bytes_total", "livealloc_live_blocks"):
+                key = (labels.get("thread"), int(labels.get("class", -1)))
+                got.setdefault(key, {})[m.group(1)] = int(m.group(3))
+                if labels.get("pid") != str(pid):
+                    bad.append(line)
+    check(not bad, "prometheus: every sample line is well formed (bad: %s)" % bad[:3])
+    check(len(helps) == len(set(helps)) and sorted(helps) == sorted(types),
+          "prometheus: one HELP and one TYPE per family (%d families)" % len(types))
+    for name, classes in want.items():
+        for cls, w in classes.items():
+            v = got.get((name, cls), {})
+            check(v.get("livealloc_allocs_total") == w["allocs"] and
+                  v.get("livealloc_frees_total") == w["frees"] and
+                  v.get("livealloc_requested_bytes_total") == w["requested_bytes"] and
+                  v.get("livealloc_live_blocks") == w["live"],
+                  "prometheus: thread=%r class=%d %s (got %s)" % (name, cls, w, v))
+
+
+def option(snap, name):
+    return next(o for o in snap["options"] if o["name"] == name)
+
+
+def check_tune(ml, pid):
+    snap = snapshot_json(ml, pid)
+    if not snap:
+        return
+    pr = option(snap, "page_recycle")
+    rb = option(snap, "remote_batch")
+    new_pr = pr["effective"] + 3 if pr["effective"] + 3 <= pr["max"] else pr["min"]
+    new_rb = rb["effective"] + 5 if rb["effective"] + 5 <= rb["max"] else rb["min"]
+    r = run([ml, "tune", "--pid", str(pid), "page_recycle=%d" % new_pr,
+             "remote_batch=%d" % new_rb])
+    check(r.returncode == 0, "tune valid: exit 0 (got %d: %s%s)" % (r.returncode, r.stdout, r.stderr))
+    check("page_recycle = %d: accepted" % new_pr in r.stdout and
+          "remote_batch = %d: accepted" % new_rb in r.stdout, "tune valid: both accepted: %r" % r.stdout)
+    check("next slow path" in r.stdout, "tune: says threads apply it at their next slow path")
+    after = snapshot_json(ml, pid)
+    if after:
+        check(option(after, "page_recycle")["effective"] == new_pr and
+              option(after, "remote_batch")["effective"] == new_rb,
+              "tune valid: the next snapshot shows the effective values")
+
+    def refused(args, code, says, what):
+        before = snapshot_json(ml, pid)
+        r = run([ml, "tune", "--pid", str(pid)] + args)
+        check(r.returncode == code and says in r.stderr and "nothing applied" in r.stderr,
+              "tune %s: exit %d naming %r, nothing applied (got %d: %s)" %
+              (what, code, says, r.returncode, r.stderr.strip()))
+        after = snapshot_json(ml, pid)
+        if before and after:
+            check(after["control"]["generation"] == before["control"]["generation"] and
+                  after["options"] == before["options"], "tune %s: options unchanged" % what)
+
+    refused(["page_recycle=99999"], 7, "page_recycle", "out of range")
+    refused(["remote_batch=7", "nosuch=1"], 7, "nosuch", "valid + unknown")
+    refused(["telemetry_slots=8"], 7, "telemetry_slots", "not live")
+    refused(["remote_batch=7", "page_recycle=abc"], 2, "page_recycle", "not a number")
+    refused(["page_recycle"], 2, "page_recycle", "without =")
+
+
+def check_record(ml, pid, tmp):
+    out = os.path.join(tmp, "rec.jsonl")
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--out", out, "--count", "3"])
+    check(r.returncode == 0, "record --count 3: exit 0 (%s)" % r.stderr.strip())
+    lines = open(out).read().splitlines() if os.path.exists(out) else []
+    check(len(lines) == 3, "record --count 3: 3 lines (got %d)" % len(lines))
+    try:
+        samples = [json.loads(l) for l in lines]
+        check(all(s["pid"] == pid and s["schema"] == "memlive.snapshot/1" for s in samples) and
+              all(a["taken_ns"] < b["taken_ns"] for a, b in zip(samples, samples[1:])),
+              "record: every line a snapshot of the pid, in time order")
+    except ValueError as e:
+        check(False, "record: lines are JSON (%s)" % e)
+
+    out2 = os.path.join(tmp, "rec2.jsonl")
+    p = subprocess.Popen([ml, "record", "--pid", str(pid), "--interval", "50", "--out", out2],
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.4)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        err = "(hung)"
+    lines = open(out2).read().splitlines() if os.path.exists(out2) else []
+    ok = len(lines) >= 2
+    try:
+        [json.loads(l) for l in lines]
+    except ValueError:
+        ok = False
+    check(p.returncode == 0 and ok and "stopped by a signal" in err,
+          "record + SIGINT: exit 0, %d complete JSON lines, says so (%s)" % (len(lines), err.strip()))
+
+
+def check_errors(ml, workload_pid, tmp):
+    dead = free_pid()
+    for verb in (["snapshot"], ["tune", "page_recycle=1"],
+                 ["record", "--interval", "10", "--out", os.path.join(tmp, "x")]):
+        r = run([ml, verb[0], "--pid", str(dead)] + verb[1:])
+        check(r.returncode == 3 and "no process" in r.stderr,
+              "%s of pid %d that does not exist: exit 3 (got %d: %s)" %
+              (verb[0], dead, r.returncode, r.stderr.strip()))
+    me = os.getpid()
+    r = run([ml, "snapshot", "--pid", str(me)])
+    check(r.returncode == 4 and "LIVEALLOC_PROFILE=1" in r.stderr,
+          "snapshot of a live pid without segment: exit 4 with a hint (got %d: %s)" %
+          (r.returncode, r.stderr.strip()))
+
+    bad_dir = os.path.join(tmp, "bad")
+    os.mkdir(bad_dir)
+    with open(os.path.join(bad_dir, "livealloc.%d" % me), "wb") as f:
+        f.write(b"NOTASEGM" + b"\x01" * 4088)
+    r = run([ml, "snapshot", "--pid", str(me), "--dir", bad_dir])
+    check(r.returncode == 6 and "magic" in r.stderr,
+          "malformed segment: exit 6 (got %d: %s)" % (r.returncode, r.stderr.strip()))
+    ver_dir = os.path.join(tmp, "ver")
+    os.mkdir(ver_dir)
+    data = bytearray(open("/dev/shm/livealloc.%d" % workload_pid, "rb").read())
+    data[8:12] = (2).to_bytes(4, "little")
+    path = os.path.join(ver_dir, "livealloc.%d" % workload_pid)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, 0o600)
+    r = run([ml, "snapshot", "--pid", str(workload_pid), "--dir", ver_dir])
+    check(r.returncode == 6 and "version 2; this reader reads version 1" in r.stderr,
+          "version mismatch: exit 6 naming both versions (got %d: %s)" %
+          (r.returncode, r.stderr.strip()))
+
+    usage = [
+        ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N is required"),
+        (["snapshot", "--pid", "1", "--format", "xml"], "not json, csv or prometheus"),
+        (["snapshot", "--pid", "abc"], "not a process id"),
+        (["record", "--pid", str(workload_pid), "--interval", "5", "--out", "/dev/null"],
+         "from 10"),
+        (["record", "--pid", str(workload_pid), "--interval", "10"], "--out FILE is required"),
+        (["list", "--bogus"], "unknown option"),
+        (["tune", "--pid", str(workload_pid)], "at least one name=value"),
+        (["serve", "--pid", "1"], "not implemented yet in this version"),
+        (["run", "--", "true"], "not implemented yet in this version"),
+    ]
+    for args, says in usage:
+        r = run([ml] + args)
+        check(r.returncode == 2 and says in r.stderr,
+              "usage %s: exit 2, %r (got %d: %s)" % (args, says, r.returncode, r.stderr.strip()))
+    r = run([ml, "--help"])
+    check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout,
+          "--help lists the exit codes")
+    for verb in ("list", "snapshot", "tune", "record"):
+        r = run([ml, verb, "--help"])
+        check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
+              "%s --help" % verb)
+    r = run([ml, "--version"])
+    check(r.returncode == 0 and re.match(r"memlive \d+\.\d+\.\d+ ", r.stdout), "--version")
+
+    stale_dir = os.path.join(tmp, "stale")
+    os.mkdir(stale_dir)
+    open(os.path.join(stale_dir, "livealloc.%d" % dead), "wb").write(b"\0" * 16)
+    r = run([ml, "list", "--dir", stale_dir])
+    check(r.returncode == 0 and str(dead) in r.stdout and "stale" in r.stdout,
+          "list notes a stale segment: %s" % r.stdout.strip())
+    r = run([ml, "list", "--clean", "--dir", stale_dir])
+    check(r.returncode == 0 and "removed 1 stale segment" in r.stdout and
+          not os.listdir(stale_dir), "list --clean removes it: %s" % r.stdout.strip())
+
+
+def listed(ml, pid):
+    r = run([ml, "list"])
+    check(r.returncode == 0, "list: exit 0")
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == str(pid):
+            return line
+    return None
+
+
+def cmd_cli(ml, wl):
+    w = Workload(wl)
+    tmp = tempfile.mkdtemp(prefix="memlive-test-")
+    try:
+        line = listed(ml, w.pid)
+        check(line is not None and "memlive_workload" in line and "running" in line,
+              "list shows the workload: %s" % line)
+        snap = snapshot_json(ml, w.pid)
+        if snap:
+            check(snap["pid"] == w.pid and snap["alive"], "json: pid and alive")
+            want = expected(snap["class_sizes"])
+            check_json(snap, want)
+            r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "csv"])
+            check(r.returncode == 0, "snapshot --format csv: exit 0")
+            check_csv(r.stdout, want, w.pid)
+            r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus"])
+            check(r.returncode == 0, "snapshot --format prometheus: exit 0")
+            check_prometheus(r.stdout, want, w.pid)
+        check_tune(ml, w.pid)
+        check_record(ml, w.pid, tmp)
+        check_errors(ml, w.pid, tmp)
+
+        # Record until the process exits: a final sample, and the exit reported.
+        out = os.path.join(tmp, "until-exit.jsonl")
+        p = subprocess.Popen([ml, "record", "--pid", str(w.pid), "--interval", "20", "--out", out],
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.2)
+        check(w.stop() == 0, "workload exits 0")
+        try:
+            _, err = p.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = "(hung)"
+        lines = open(out).read().splitlines() if os.path.exists(out) else []
+        last = json.loads(lines[-1]) if lines else {}
+        check(p.returncode == 0 and "exited; wrote a final sample" in err and
+              last.get("alive") is False,
+              "record stops when the process exits, with a final sample (%s)" % err.strip())
+        check(listed(ml, w.pid) is None, "list no longer shows the workload once it exited")
+    finally:
+        w.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cmd_permission(ml):
+    if os.geteuid() == 0:
+        print("SKIP: running as root, who can read any file: the permission case cannot happen")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="memlive-test-")
+    try:
+        path = os.path.join(tmp, "livealloc.%d" % os.getpid())
+        open(path, "wb").write(b"\0" * 4096)
+        os.chmod(path, 0)
+        r = run([ml, "snapshot", "--pid", str(os.getpid()), "--dir", tmp])
+        check(r.returncode == 5 and "permission denied" in r.stderr,
+              "unreadable segment: exit 5 (got %d: %s)" % (r.returncode, r.stderr.strip()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def cmd_promtool(ml, wl):
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print("SKIP: promtool is not installed (Debian package prometheus)")
+        return 77
+    w = Workload(wl)
+    try:
+        r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus"])
+        check(r.returncode == 0, "snapshot --format prometheus: exit 0")
+        p = run([promtool, "check", "metrics"], input=r.stdout)
+        check(p.returncode == 0, "promtool check metrics accepts it: %s%s" % (p.stdout, p.stderr))
+        check(w.stop() == 0, "workload exits 0")
+    finally:
+        w.kill()
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memlive", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("what", choices=["cli", "permission", "promtool"])
+    a = ap.parse_args()
+    if a.what == "cli":
+        code = cmd_cli(a.memlive, a.workload) or 0
+    elif a.what == "permission":
+        code = cmd_permission(a.memlive)
+    else:
+        code = cmd_promtool(a.memlive, a.workload)
+    if failures:
+        print("\n%d check(s) failed:" % len(failures))
+        for f in failures:
+            print("  " + f)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+// memlive.h's formats and tuning input on synthetic snapshots: JSON parses (nlohmann) and gives
+// back every number; CSV has its columns; Prometheus text follows exposition format 0.0.4 line by
+// line; parse_assignment and check_assignment name the field they refuse. The 64 x 53 snapshot
+// is timed and printed (no assertion on time: machines differ).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <memlive.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tl = livealloc::telemetry;
+namespace rd = livealloc::reader;
+using json = nlohmann::json;
+
+namespace {
+
+// A snapshot with `threads` threads whose every class has non-zero counters when `full`, else
+// counters only in a few classes. Numbers cover the edges: 0, 1, 2^53 + 1, UINT64_MAX.
+// With `typical`, every counter is below 10^6 instead (what a running program shows).
+rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
+  std::mt19937_64 rng(42);
+  auto pick = [&](unsigned i) -> std::uint64_t {
+    if (typical) return rng() % 1000000u;
+    switch (i % 7) {
+      case 0:
+        return std::numeric_limits<std::uint64_t>::max() - (rng() % 3);
+      case 1:
+        return (std::uint64_t(1) << 53) + 1;
+      case 2:
+        return 0;
+      default:
+        return rng() % 1000000000u;
+    }
+  };
+  rd::snapshot s;
+  s.pid = 4242;
+  s.program = "prog \"x\"\\y";
+  s.start_ns = 1700000000000000000ull;
+  s.taken_ns = 1700000000123456789ull;
+  s.process_alive = true;
+  for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_sizes.push_back(c * 16u);
+  s.segment_bytes = pick(1);
+  s.large_bytes = 123;
+  s.cached_bytes = 0;
+  s.committed_bytes = pick(0);
+  s.mmap_calls = 5;
+  s.munmap_calls = 6;
+  s.madvise_calls = 7;
+  s.purges = 8;
+  s.slots_used = threads;
+  s.overflow_threads = 0;
+  s.generation = 3;
+  s.validated_generation = 3;
+  s.rejected = 1;
+  rd::option_view o;
+  o.name = "page_recycle";
+  o.requested = o.effective = 2;
+  o.min = 0;
+  o.max = 4096;
+  o.default_value = 2;
+  o.live = true;
+  s.options.push_back(o);
+  o.name = "telemetry_slots";
+  o.requested = o.effective = o.default_value = 256;
+  o.min = 2;
+  o.max = 4096;
+  o.live = false;
+  s.options.push_back(o);
+  o.name = "hugepages";
+  o.requested = o.effective = o.default_value = 0;
+  o.min = 0;
+  o.max = 1;
+  o.live = true;
+  o.is_bool = true;
+  s.options.push_back(o);
+  o.name = "negative";
+  o.requested = o.effective = o.min = std::numeric_limits<std::int64_t>::min();
+  o.max = o.default_value = std::numeric_limits<std::int64_t>::max();
+  o.live = true;
+  o.is_bool = false;
+  s.options.push_back(o);
+  unsigned k = 0;
+  for (unsigned t = 0; t < threads; ++t) {
+    rd::thread_view v;
+    v.slot = t;
+    v.state = t % 5 == 4 ? tl::slot_exited : tl::slot_alive;
+    v.incarnation = t + 1;
+    v.tid = 1000 + static_cast<std::int32_t>(t);
+    v.name = "worker-" + std::to_string(t);
+    v.start_ns = s.start_ns + t;
+    v.exit_ns = v.state == tl::slot_exited ? s.start_ns + 99 : 0;
+    v.applied_generation = 3;
+    v.slow_paths = pick(k++);
+    v.flushes = t;
+    v.mmap_calls = v.munmap_calls = v.madvise_calls = t * 2u;
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+      if (!full && cls % 10 != t % 10) continue;
+      for (unsigned c = 0; c < tl::kCounterCount; ++c) v.counters[cls][c] = pick(k++) | (c == 0);
+    }
+    s.threads.push_back(v);
+  }
+  for (unsigned c = 0; c < tl::kCounterCount; ++c) s.exited[7][c] = c + 1;
+  s.resident_bytes = 7u << 20;
+  s.slot_count = threads + 1;
+  s.matrix.assign(std::size_t(s.slot_count) * s.slot_count, 0);
+  if (threads >= 2) {
+    s.matrix[0 * s.slot_count + 1] = 17;  // slot 0 freed 17 blocks of slot 1's heap
+    s.matrix[1 * s.slot_count + 0] = std::numeric_limits<std::uint64_t>::max();
+  }
+  return s;
+}
+
+// Splits one CSV record (RFC 4180; the record has no line break inside quotes here).
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        out.back() += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("JSON parses and gives back every number") {
+  rd::snapshot s = make_snapshot(6, false);
+  s.threads[1].name = "a\"b\\c\nd\te\x01";
+  s.threads[2].name = "cut \xC3";  // a multi-byte character cut by the 15-byte limit
+  const std::string text = memlive::to_json(s);
+  json j;
+  REQUIRE_NOTHROW(j = json::parse(text));
+  CHECK(j["schema"] == "memlive.snapshot/1");
+  CHECK(j["pid"] == s.pid);
+  CHECK(j["program"] == s.program);
+  CHECK(j["alive"] == true);
+  CHECK(j["start_ns"].get<std::uint64_t>() == s.start_ns);
+  CHECK(j["taken_ns"].get<std::uint64_t>() == s.taken_ns);
+  CHECK(j["layout_version"] == tl::kVersion);
+  REQUIRE(j["counters"].size() == tl::kCounterCount);
+  for (unsigned c = 0; c < tl::kCounterCount; ++c)
+    CHECK(j["counters"][c] == memlive::kCounterNames[c]);
+  CHECK(j["counters"][tl::c_allocs] == "allocs");
+  CHECK(j["counters"][tl::c_handed_over] == "handed_over");
+  for (const json& g : j["gauges"]) CHECK(memlive::counter_is_gauge(g.get<unsigned>()));
+  CHECK(j["class_sizes"].get<std::vector<std::uint64_t>>() == s.class_sizes);
+  const json& p = j["process"];
+  CHECK(p["segment_bytes"].get<std::uint64_t>() == s.segment_bytes);
+  CHECK(p["committed_bytes"].get<std::uint64_t>() == s.committed_bytes);
+  CHECK(p["large_bytes"] == s.large_bytes);
+  CHECK(p["purges"] == s.purges);
+  CHECK(p["live_blocks"].get<std::uint64_t>() == s.live_blocks());
+  CHECK(p["live_bytes"].get<std::uint64_t>() == s.live_bytes());
+  CHECK(p["resident_bytes"].get<std::uint64_t>() == s.resident_bytes);
+  REQUIRE(j["free_matrix"].size() == 2);
+  CHECK(j["free_matrix"][0] == json::array({0, 1, 17}));
+  CHECK(j["free_matrix"][1][0] == 1);
+  CHECK(j["free_matrix"][1][1] == 0);
+  CHECK(j["free_matrix"][1][2].get<std::uint64_t>() == std::numeric_limits<std::uint64_t>::max());
+  CHECK(j["control"]["generation"] == s.generation);
+  CHECK(j["control"]["rejected"] == s.rejected);
+  REQUIRE(j["options"].size() == s.options.size());
+  for (std::size_t i = 0; i < s.options.size(); ++i) {
+    const json& o = j["options"][i];
+    CHECK(o["name"] == s.options[i].name);
+    CHECK(o["requested"].get<std::int64_t>() == s.options[i].requested);
+    CHECK(o["effective"].get<std::int64_t>() == s.options[i].effective);
+    CHECK(o["min"].get<std::int64_t>() == s.options[i].min);
+    CHECK(o["max"].get<std::int64_t>() == s.options[i].max);
+    CHECK(o["default"].get<std::int64_t>() == s.options[i].default_value);
+    CHECK(o["live"] == s.options[i].live);
+    CHECK(o["bool"] == s.options[i].is_bool);
+  }
+  REQUIRE(j["threads"].size() == s.threads.size());
+  for (std::size_t i = 0; i < s.threads.size(); ++i) {
+    const json& t = j["threads"][i];
+    const rd::thread_view& v = s.threads[i];
+    CHECK(t["slot"] == v.slot);
+    CHECK(t["state"] == rd::state_name(v.state));
+    CHECK(t["tid"] == v.tid);
+    CHECK(t["incarnation"] == v.incarnation);
+    CHECK(t["start_ns"].get<std::uint64_t>() == v.start_ns);
+    CHECK(t["exit_ns"].get<std::uint64_t>() == v.exit_ns);
+    CHECK(t["applied_generation"] == v.applied_generation);
+    CHECK(t["slow_paths"].get<std::uint64_t>() == v.slow_paths);
+    CHECK(t["flushes"] == v.flushes);
+    CHECK(t["mmap_calls"] == v.mmap_calls);
+    std::set<unsigned> seen;
+    for (const json& row : t["classes"]) {
+      REQUIRE(row.size() == 1 + tl::kCounterCount);
+      unsigned cls = row[0].get<unsigned>();
+      REQUIRE(cls < tl::kClassCount);
+      seen.insert(cls);
+      for (unsigned c = 0; c < tl::kCounterCount; ++c)
+        CHECK(row[1 + c].get<std::uint64_t>() == v.counters[cls][c]);
+    }
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+      bool nonzero = false;
+      for (std::uint64_t x : v.counters[cls]) nonzero |= x != 0;
+      CHECK(seen.count(cls) == (nonzero ? 1u : 0u));  // exactly the non-zero classes
+    }
+  }
+  CHECK(j["threads"][1]["name"] == "a\"b\\c\nd\te\x01");
+  CHECK(j["threads"][2]["name"] == "cut \xEF\xBF\xBD");  // U+FFFD for the cut byte
+  REQUIRE(j["exited"].size() == 1);
+  CHECK(j["exited"][0][0] == 7);
+  for (unsigned c = 0; c < tl::kCounterCount; ++c) CHECK(j["exited"][0][1 + c] == c + 1);
+}
+
+TEST_CASE("JSON of an empty snapshot and of a reused buffer") {
+  rd::snapshot s;
+  s.pid = 1;
+  json j = json::parse(memlive::to_json(s));
+  CHECK(j["threads"].empty());
+  CHECK(j["exited"].empty());
+  CHECK(j["options"].empty());
+  CHECK(j["free_matrix"].empty());
+  std::string buf = "garbage";
+  buf.clear();
+  memlive::append_json(buf, make_snapshot(3, true));
+  std::string again;
+  memlive::append_json(again, make_snapshot(3, true));
+  CHECK(buf == again);
+  buf.clear();
+  memlive::append_json(buf, s);  // shorter than before: no stale bytes left at the end
+  CHECK(buf == memlive::to_json(s));
+}
+
+TEST_CASE("CSV has a header and one row per thread and non-zero class") {
+  rd::snapshot s = make_snapshot(5, false);
+  s.threads[0].name = "comma, \"quoted\"";
+  const std::vector<std::string> lines = lines_of(memlive::to_csv(s));
+  REQUIRE(!lines.empty());
+  const std::vector<std::string> header = csv_split(lines[0]);
+  REQUIRE(header.size() == 8 + tl::kCounterCount + 1);
+  CHECK(header[0] == "taken_ns");
+  CHECK(header[4] == "thread");
+  CHECK(header[6] == "class");
+  CHECK(header[7] == "size");
+  for (unsigned c = 0; c < tl::kCounterCount; ++c)
+    CHECK(header[8 + c] == memlive::kCounterNames[c]);
+  CHECK(header.back() == "live");
+  std::size_t expected_rows = 1;  // the exited totals' class 7
+  for (const rd::thread_view& t : s.threads)
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      expected_rows += std::any_of(t.counters[cls].begin(), t.counters[cls].end(),
+                                   [](std::uint64_t v) { return v != 0; });
+  REQUIRE(lines.size() == 1 + expected_rows);
+  std::size_t row = 1;
+  for (const rd::thread_view& t : s.threads)
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+      if (std::none_of(t.counters[cls].begin(), t.counters[cls].end(),
+                       [](std::uint64_t v) { return v != 0; }))
+        continue;
+      const std::vector<std::string> f = csv_split(lines[row++]);
+      REQUIRE(f.size() == header.size());
+      CHECK(f[0] == std::to_string(s.taken_ns));
+      CHECK(f[1] == std::to_string(s.pid));
+      CHECK(f[2] == std::to_string(t.slot));
+      CHECK(f[3] == std::to_string(t.tid));
+      CHECK(f[4] == t.name);
+      CHECK(f[5] == rd::state_name(t.state));
+      CHECK(f[6] == std::to_string(cls));
+      CHECK(f[7] == std::to_string(s.class_sizes[cls]));
+      for (unsigned c = 0; c < tl::kCounterCount; ++c)
+        CHECK(f[8 + c] == std::to_string(t.counters[cls][c]));
+      CHECK(f.back() == std::to_string(t.live(cls)));
+    }
+  const std::vector<std::string> f = csv_split(lines[row]);
+  REQUIRE(f.size() == header.size());
+  CHECK(f[2] == "exited");
+  CHECK(f[5] == "exited_totals");
+  CHECK(f[6] == "7");
+  CHECK(f[8] == "1");
+}
+
+TEST_CASE("Prometheus text: HELP and TYPE once per family, strict sample lines, escaping") {
+  rd::snapshot s = make_snapshot(4, false);
+  s.threads[0].name = "q\"b\\n\nx";  // quote, backslash, the letter n, a newline
+  s.threads[1].name = "sp ace,{}=";
+  s.threads[2].name = "bad \xFF";
+  const std::string text = memlive::to_prometheus(s);
+  REQUIRE(!text.empty());
+  CHECK(text.back() == '\n');
+
+  const std::regex help(R"(^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$)");
+  const std::regex type(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)$)");
+  const std::string label_value = R"("(?:[^"\\\n]|\\[\\"n])*")";
+  const std::string label = "[a-zA-Z_][a-zA-Z0-9_]*=" + label_value;
+  const std::regex sample("^([a-zA-Z_:][a-zA-Z0-9_:]*)\\{(" + label + "(?:," + label +
+                          ")*)\\} (0|[1-9][0-9]*|-[1-9][0-9]*)$");
+  std::map<std::string, std::string> types;  // family -> type
+  std::set<std::string> helped;
+  std::string current;  // the family whose TYPE came last
+  std::size_t samples = 0;
+  for (const std::string& line : lines_of(text)) {
+    std::smatch m;
+    if (std::regex_match(line, m, help)) {
+      INFO(line);
+      CHECK(helped.insert(m[1]).second);  // once per family
+      current.clear();
+    } else if (std::regex_match(line, m, type)) {
+      INFO(line);
+      CHECK(types.emplace(m[1], m[2]).second);  // once per family
+      CHECK(helped.count(m[1]) == 1);           // HELP first
+      current = m[1];
+      const bool total =
+          m[1].str().size() > 6 && m[1].str().compare(m[1].str().size() - 6, 6, "_total") == 0;
+      CHECK(total == (m[2] == "counter"));  // counters, and only counters, end in _total
+    } else {
+      INFO(line);
+      REQUIRE(std::regex_match(line, m, sample));
+      CHECK(m[1] == current);  // samples follow their family's TYPE
+      ++samples;
+    }
+  }
+  CHECK(types.at("livealloc_allocs_total") == "counter");
+  CHECK(types.at("livealloc_pages_in_use") == "gauge");
+  CHECK(types.at("livealloc_live_blocks") == "gauge");
+  CHECK(types.at("livealloc_segment_bytes") == "gauge");
+  CHECK(types.count("livealloc_reserved_15_total") == 0);
+  CHECK(samples > 0);
+  // The escapes: \" \\ and \n, nothing else.
+  CHECK(text.find(R"(thread="q\"b\\n\nx")") != std::string::npos);
+  CHECK(text.find(R"(thread="sp ace,{}=")") != std::string::npos);
+  CHECK(text.find("thread=\"bad \xEF\xBF\xBD\"") != std::string::npos);
+  // The labels of one row, in order.
+  const rd::thread_view& t = s.threads[3];
+  unsigned cls = 3;  // make_snapshot gives thread 3 class 3
+  std::string want = "livealloc_allocs_total{pid=\"4242\",thread=\"worker-3\",tid=\"" +
+                     std::to_string(t.tid) + "\",slot=\"3\",class=\"3\",size=\"48\"} " +
+                     std::to_string(t.counters[cls][tl::c_allocs]) + "\n";
+  CHECK(text.find(want) != std::string::npos);
+  CHECK(text.find("livealloc_allocs_total{pid=\"4242\",thread=\"\",tid=\"0\",slot=\"exited\","
+                  "class=\"7\",size=\"112\"} 1\n") != std::string::npos);
+  CHECK(text.find("livealloc_option_effective{pid=\"4242\",option=\"page_recycle\"} 2\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("serialising 64 threads x 53 classes (timed, printed)") {
+  for (bool typical : {false, true}) {
+    const rd::snapshot s = make_snapshot(64, true, typical);
+    std::string buf;
+    auto time_it = [&](auto&& f) {
+      std::vector<double> us;
+      for (int i = 0; i < 41; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+      std::sort(us.begin(), us.end());
+      return us[us.size() / 2];
+    };
+    const double json_reused = time_it([&] {
+      buf.clear();
+      memlive::append_json(buf, s);
+    });
+    const double json_fresh = time_it([&] { buf = memlive::to_json(s); });
+    const std::size_t json_size = buf.size();
+    const double csv = time_it([&] { buf = memlive::to_csv(s); });
+    const std::size_t csv_size = buf.size();
+    const double prom = time_it([&] { buf = memlive::to_prometheus(s); });
+    std::printf(
+        "memlive serialisation, 64 threads x 53 classes, all counters non-zero, %s (median of "
+        "41):\n"
+        "  json %.0f us reusing the buffer, %.0f us fresh (%zu bytes)\n"
+        "  csv %.0f us (%zu bytes), prometheus %.0f us (%zu bytes)\n",
+        typical ? "values < 10^6" : "worst case: 2/7 of the values 16-20 digits", json_reused,
+        json_fresh, json_size, csv, csv_size, prom, buf.size());
+    json j = json::parse(memlive::to_json(s));
+    CHECK(j["threads"].size() == 64);
+    CHECK(j["threads"][63]["classes"].size() == tl::kClassCount);
+  }
+}
+
+TEST_CASE("parse_assignment: good forms") {
+  memlive::assignment a;
+  std::string err;
+  REQUIRE(memlive::parse_assignment("page_recycle=8", &a, &err));
+  CHECK(a.name == "page_recycle");
+  CHECK(a.value == 8);
+  REQUIRE(memlive::parse_assignment("PAGE_RECYCLE=+3", &a, &err));
+  CHECK(a.name == "page_recycle");
+  CHECK(a.value == 3);
+  REQUIRE(memlive::parse_assignment("hugepages=true", &a, &err));
+  CHECK(a.value == 1);
+  REQUIRE(memlive::parse_assignment("hugepages=off", &a, &err));
+  CHECK(a.value == 0);
+  REQUIRE(memlive::parse_assignment("x=-9223372036854775808", &a, &err));
+  CHECK(a.value == std::numeric_limits<std::int64_t>::min());
+}
+
+TEST_CASE("parse_assignment: errors name the field") {
+  struct bad {
+    const char* text;
+    const char* says;
+  };
+  const bad cases[] = {
+      {"page_recycle", "expected name=value"},
+      {"=5", "name before '=' is empty"},
+      {"page-recycle=5", "'page-recycle'"},
+      {"page_recycle=", "option 'page_recycle': no value"},
+      {"page_recycle=abc", "option 'page_recycle': 'abc' is not a whole number"},
+      {"page_recycle=1.5", "'1.5' is not a whole number"},
+      {"page_recycle=12x", "'12x' is not a whole number"},
+      {"page_recycle= 1", "is not a whole number"},
+      {"page_recycle=99999999999999999999", "out of range"},
+      {"page_recycle=--1", "page_recycle"},
+  };
+  for (const bad& b : cases) {
+    INFO(b.text);
+    memlive::assignment a;
+    a.name = "untouched";
+    std::string err;
+    CHECK_FALSE(memlive::parse_assignment(b.text, &a, &err));
+    CHECK(err.find(b.says) != std::string::npos);
+    CHECK(a.name == "untouched");
+  }
+}
+
+TEST_CASE("check_assignment against the published options") {
+  const rd::snapshot s = make_snapshot(1, false);
+  std::string err;
+  CHECK(memlive::check_assignment({"page_recycle", 4096}, s.options, &err));
+  CHECK(memlive::check_assignment({"page_recycle", 0}, s.options, &err));
+  CHECK(memlive::check_assignment({"hugepages", 1}, s.options, &err));
+  CHECK_FALSE(memlive::check_assignment({"page_recycle", 4097}, s.options, &err));
+  CHECK(err == "option 'page_recycle': 4097 is out of range [0, 4096]");
+  CHECK_FALSE(memlive::check_assignment({"page_recycle", -1}, s.options, &err));
+  CHECK(err.find("out of range") != std::string::npos);
+  CHECK_FALSE(memlive::check_assignment({"telemetry_slots", 8}, s.options, &err));
+  CHECK(err.find("'telemetry_slots' cannot change while the program runs") != std::string::npos);
+  CHECK(err.find("LIVEALLOC_TELEMETRY_SLOTS") != std::string::npos);
+  CHECK_FALSE(memlive::check_assignment({"hugepages", 2}, s.options, &err));
+  CHECK(err.find("'hugepages' is a bool") != std::string::npos);
+  CHECK_FALSE(memlive::check_assignment({"nosuch", 1}, s.options, &err));
+  CHECK(err.find("unknown option 'nosuch'") != std::string::npos);
+  CHECK(err.find("page_recycle") != std::string::npos);  // lists the live ones
+}
+
+TEST_CASE("open_segment classifies failures") {
+  memlive::open_result r = memlive::open_segment(0);
+  CHECK(r.kind == memlive::error_kind::usage);
+  // Our own pid, in a directory without segments: alive, no segment.
+  r = memlive::open_segment(static_cast<int>(getpid()), false, "/nonexistent-memlive-dir");
+  CHECK(r.kind == memlive::error_kind::no_segment);
+  CHECK(r.error.find("LIVEALLOC_PROFILE=1") != std::string::npos);
+  CHECK(static_cast<int>(memlive::error_kind::no_process) == 3);
+  CHECK(static_cast<int>(memlive::error_kind::bad_segment) == 6);
+  CHECK(static_cast<int>(memlive::error_kind::rejected) == 7);
+}
