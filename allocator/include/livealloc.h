@@ -636,7 +636,12 @@ LIVEALLOC_ALWAYS_INLINE unsigned size_class(std::size_t size) noexcept {
 struct heap;
 struct block {
   block* next;
+  block* ahead;  // in chains of remote frees only: the block kPrefetchAhead further on (or null)
 };
+static_assert(sizeof(block) <= 16, "the smallest class must hold a block");
+// Draining remote frees is a pointer chase over lines another core just wrote; each block also
+// names the one this far ahead, so the owner keeps that many misses in flight.
+constexpr unsigned kPrefetchAhead = 4;
 
 // A page describes a span: one or more 64 KiB units of a segment that serve one size class.
 // Invariant (owner thread, outside a call): used + length(free) + length(local_free) == reserved,
@@ -730,6 +735,7 @@ struct outbox_slot {
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
+  block* recent[kPrefetchAhead] = {};  // the last blocks pushed, for block::ahead
 };
 
 // kHeapForeign: in a fork child, the heaps of the parent's other threads; never adopted or
@@ -1194,6 +1200,7 @@ inline void heap_drain_inbox(heap* h) noexcept {
   block* b = h->inbox.exchange(nullptr, std::memory_order_acquire);
   while (b) {
     block* next = b->next;
+    __builtin_prefetch(b->ahead, 1, 3);
     page* pg = page_of(b);
     const unsigned cls = pg->cls;
     page_free_block(h, pg, b);  // counts the free first: remote_received <= frees at all times
@@ -2111,6 +2118,7 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
   if (h == &g_empty_heap) h = thread_init();
   if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
     b->next = nullptr;
+    b->ahead = nullptr;
     inbox_push(owner, b, b);
     return;
   }
@@ -2126,9 +2134,11 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
       bump(h->pub.flushes);
       inbox_push(slot.dest, slot.head, slot.tail);
     }
-    slot = outbox_slot{owner, nullptr, nullptr, 0};
+    slot = outbox_slot{owner, nullptr, nullptr, 0, {}};
   }
   b->next = slot.head;
+  b->ahead = slot.recent[slot.count % kPrefetchAhead];  // pushed kPrefetchAhead blocks ago
+  slot.recent[slot.count % kPrefetchAhead] = b;
   slot.head = b;
   if (!slot.tail) slot.tail = b;
   if (++slot.count >= h->batch) {
