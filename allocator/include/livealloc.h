@@ -79,7 +79,7 @@
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
   X(large_cache, int, 128, 0, 65536, true,                                                       \
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
-  X(purge_delay, int, 10, 0, 60000, true,                                                      \
+  X(purge_delay, int, 50, 0, 60000, true,                                                      \
     "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
   X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
@@ -684,6 +684,7 @@ struct segment {
   segment* prev;
   std::uint64_t free_units;      // bit i set: unit i is free (unit 0 holds this header)
   std::uint64_t dirty_units;     // free units whose memory has not gone back to the OS yet
+  std::uint64_t dirty_old;       // of those, the ones already dirty at the last purge check
   std::uint32_t used_units;
   page pages[kUnits];
 };
@@ -764,6 +765,7 @@ struct heap {
   std::uint64_t options_seen = 0;
   std::uint64_t trim_seen = 0;
   std::uint64_t purge_deadline = 0;  // now_ms() after which dirty free units go back to the OS
+  std::uint64_t last_release = 0;    // now_ms() of the latest span released dirty
   bool purge_pending = false;
   std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
   std::uint32_t batch = 32;
@@ -977,6 +979,7 @@ inline segment* segment_alloc(heap* h) noexcept {
   s->owner = h;
   s->free_units = kAllDataUnits;
   s->dirty_units = 0;
+  s->dirty_old = 0;
   s->used_units = 0;
   s->prev = nullptr;
   s->next = h->segments;
@@ -1025,6 +1028,7 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
           << kUnitShift);
   s->free_units &= ~unit_mask(static_cast<unsigned>(idx), n);
   s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
+  s->dirty_old &= s->dirty_units;
   s->used_units += n;
   page* pg = &s->pages[idx];
   for (unsigned i = 1; i < n; ++i) s->pages[idx + i].span = pg;
@@ -1052,7 +1056,7 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   return pg;
 }
 
-inline void heap_purge(heap* h) noexcept;
+inline void heap_purge(heap* h, bool all) noexcept;
 
 // Gives a page's span back to its segment; its memory goes back to the OS now (purge_delay 0) or
 // at the first slow path after the delay, unless a new page reuses it first.
@@ -1077,9 +1081,10 @@ inline void page_release(heap* h, page* pg) noexcept {
     add(g_proc->purges, 1);
   } else {
     s->dirty_units |= unit_mask(idx, n);
+    h->last_release = now_ms();
     if (!h->purge_pending) {
       h->purge_pending = true;
-      h->purge_deadline = now_ms() + delay;
+      h->purge_deadline = h->last_release + delay;
     }
   }
   for (unsigned i = 0; i < n; ++i) {
@@ -1095,16 +1100,23 @@ inline void page_release(heap* h, page* pg) noexcept {
   if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
 }
 
-// Returns the memory of every dirty free unit to the OS and releases segments left empty.
-inline void heap_purge(heap* h) noexcept {
+// Returns dirty free units to the OS and releases segments left empty. With `all` every dirty
+// unit goes (trim, thread exit), and so it does when nothing was released for a whole delay;
+// while releases go on, only the units already dirty at the previous check go, so none goes back
+// right after its release (a program that frees and reallocates in bursts would fault it straight
+// back in).
+inline void heap_purge(heap* h, bool all) noexcept {
+  const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
+  if (!all && now_ms() >= h->last_release + delay) all = true;
   h->purge_pending = false;
-  bool purged = false;
+  bool purged = false, remaining = false;
   for (segment* s = h->segments; s;) {
     segment* next = s->next;
-    std::uint64_t d = s->dirty_units;
+    std::uint64_t d = all ? s->dirty_units : (s->dirty_units & s->dirty_old);
     if (d) {
       sub(g_proc->committed_bytes, std::size_t(__builtin_popcountll(d)) << kUnitShift);
       purged = true;
+      s->dirty_units &= ~d;
     }
     while (d) {
       unsigned first = static_cast<unsigned>(__builtin_ctzll(d));
@@ -1114,11 +1126,16 @@ inline void heap_purge(heap* h) noexcept {
                   std::size_t(len) << kUnitShift);
       d &= ~unit_mask(first, len);
     }
-    s->dirty_units = 0;
-    if (s->used_units == 0) segment_release(h, s);
+    s->dirty_old = s->dirty_units;
+    remaining |= s->dirty_units != 0;
+    if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
     s = next;
   }
   if (purged) add(g_proc->purges, 1);
+  if (remaining) {
+    h->purge_pending = true;
+    h->purge_deadline = now_ms() + delay;
+  }
 }
 
 // Carves the next blocks of a span into its free list.
@@ -1280,7 +1297,7 @@ inline void heap_apply_options(heap* h) noexcept {
   if (h->trim_seen != trim) {
     h->trim_seen = trim;
     heap_release_empty(h, 0, true);
-    heap_purge(h);
+    heap_purge(h, true);
   }
 }
 
@@ -1363,7 +1380,7 @@ inline void heap_maintain(heap* h) noexcept {
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
   if (h->purge_pending || large_deadline != 0) {
     std::uint64_t now = now_ms();
-    if (h->purge_pending && now >= h->purge_deadline) heap_purge(h);
+    if (h->purge_pending && now >= h->purge_deadline) heap_purge(h, false);
     if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
   }
   outbox_flush(h);
@@ -1374,7 +1391,7 @@ inline void heap_collect(heap* h) noexcept {
   outbox_flush(h);
   heap_drain_inbox(h);
   heap_release_empty(h, 0, true);
-  heap_purge(h);
+  heap_purge(h, true);
 }
 
 inline void heap_try_collect_abandoned(heap* h) noexcept {
@@ -2333,7 +2350,7 @@ inline bool trim_impl() noexcept {
     heap_drain_inbox(h);
     released |= heap_release_empty(h, 0, true);
     std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
-    heap_purge(h);
+    heap_purge(h, true);
     released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
   for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
@@ -2430,6 +2447,7 @@ inline bool heap_is_valid() noexcept {
     }
     if (used != s->used_units) return fail("used_units");
     if (s->dirty_units & ~s->free_units) return fail("a dirty unit is not free");
+    if (s->dirty_old & ~s->dirty_units) return fail("dirty_old is not a subset of dirty_units");
   }
   return true;
 }
