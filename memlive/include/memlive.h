@@ -16,7 +16,12 @@
 //                                `error_kind`.
 //   counter_name(c), counter_is_gauge(c), kCounterHelp[c]   the names used by every format.
 //
-// Not yet here (later slices): memlive::start()/stop(), the HTTP server, capture hooks.
+//   start(options), stop(), port()   the HTTP server on this process's own telemetry; and
+//   detail::server                   the same server on any segment (`memlive serve`).
+//                                    Endpoints and security: see "The HTTP server" below.
+//
+// Not yet here (later slices): capture hooks, /api/history, /api/baseline, the page (issue 6).
+// Needs civetweb (libcivetweb-dev) and nlohmann-json (nlohmann-json3-dev).
 //
 // Compile-time switches: none yet. Every macro is MEMLIVE_-prefixed; helper macros are #undef'd at
 // the end of the header. Internals live in memlive::detail.
@@ -50,19 +55,32 @@
 #ifndef MEMLIVE_H
 #define MEMLIVE_H
 
+#include <arpa/inet.h>
+#include <civetweb.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <livealloc_reader.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 // One version number for the project: memlive ships with the allocator it reads.
@@ -180,6 +198,7 @@ enum class error_kind : int {
   permission = 5,   // the segment belongs to another user, or cannot be written to tune
   bad_segment = 6,  // version mismatch, malformed or truncated segment
   rejected = 7,     // a tuning value refused (by memlive's check or by the allocator)
+  port_in_use = 8,  // `serve`: the port is taken by another server
 };
 
 struct open_result {
@@ -837,6 +856,742 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
     r.kind = error_kind::bad_segment;
   r.error = err;
   return r;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The HTTP server (civetweb C API) and memlive::start()/stop().
+//
+// One detail::server serves one telemetry segment: this process's own (memlive::start) or
+// another process's (`memlive serve`). Endpoints (every response carries Connection: close and
+// Cache-Control: no-store):
+//   GET  /healthz        {"ok":true,"pid":N,"alive":bool,"uptime_ms":N,"version":"0.1.0"}
+//   GET  /api/snapshot   one memlive.snapshot/1 object (application/json)
+//   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType)
+//   GET  /api/options    {"generation","validated_generation","rejected","writable","options":[
+//                         {name, requested, effective, min, max, default, live, bool}]}
+//   POST /api/options    body {"name": value, ...} (Content-Type application/json, at most
+//                        kMaxBody bytes). Every entry is checked before any is stored: malformed
+//                        JSON, not an object, empty, unknown name, wrong type (integers; true or
+//                        false also for bool options), out of range, not live -> 400
+//                        {"error","field"} (field null for the body as a whole) and nothing
+//                        stored. Else all are stored: 200
+//                        {"ok":true,"generation":N,"applied":{..}}. The allocator validates them at
+//                        its next slow path (see `tune`).
+//   GET  /api/stream     Server-Sent Events: one `data: <snapshot>` event per tick;
+//                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's).
+//                        Ticks fall on multiples of the interval of the monotonic clock, and
+//                        each tick's JSON is built once and shared by every client on it.
+//   GET  /               a placeholder page (the live page is issue 6); GET /favicon.ico 204
+//   anything else        404 {"error","field":null}; a known path with another method 405.
+// Security: listens on 127.0.0.1 unless told otherwise; a Host header that is not
+// 127.0.0.1:PORT, localhost:PORT or HOST:PORT -> 403 (DNS rebinding); a POST whose Origin is
+// present and not http://<one of those> -> 403, whose Content-Type is not JSON -> 415, whose body
+// is larger than kMaxBody -> 413, without a length -> 411. HEAD is answered like GET, no body.
+// ------------------------------------------------------------------------------------------------
+
+struct options {
+  std::string host = "127.0.0.1";  // an IPv4 address, or "localhost" (= 127.0.0.1)
+  int port = 8080;                 // 0: a free port (port() tells which)
+  int stream_interval_ms = 250;    // default for /api/stream, kMinStreamMs..kMaxStreamMs
+  bool quiet = false;              // start(): do not print the URL
+};
+
+enum class start_error : int {
+  none = 0,
+  port_in_use,      // another socket listens on host:port
+  bad_host,         // not an IPv4 address of this machine (or "localhost")
+  bad_options,      // port or stream interval out of range
+  already_running,  // memlive::start() was called twice without stop()
+  telemetry,        // livealloc::telemetry::enable() or opening our own segment failed
+  server,           // civetweb refused to start for another reason (message says why)
+};
+
+struct status {
+  start_error error = start_error::none;
+  std::string message;  // empty on success
+  int port = 0;         // the bound port on success
+  bool ok() const { return error == start_error::none; }
+  explicit operator bool() const { return ok(); }
+};
+
+// Enables livealloc telemetry in this process and serves it over HTTP. Prints the URL once
+// (stderr) unless o.quiet. Never throws: failures come back in the status.
+status start(const options& o = {});
+// Stops the server started by start(); returns within about a second even with stream clients
+// connected (their loops watch a stop flag). Telemetry stays enabled. No-op when not running.
+void stop();
+// The bound port of the server started by start(), 0 when none runs.
+int port();
+
+namespace detail {
+
+inline constexpr std::size_t kMaxBody = 64 * 1024;
+inline constexpr int kMinStreamMs = 50;
+inline constexpr int kMaxStreamMs = 60000;
+
+inline std::uint64_t steady_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+inline bool iequals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+inline std::string json_error(const std::string& message, const std::string* field) {
+  std::string out;
+  {
+    writer w(out);
+    w.raw("{\"error\":");
+    json_string(w, message);
+    w.raw(",\"field\":");
+    if (field)
+      json_string(w, *field);
+    else
+      w.raw("null");
+    w.ch('}');
+  }
+  return out;
+}
+
+// The result of checking a POST /api/options body: the assignments, or an error.
+struct options_request {
+  std::vector<assignment> values;
+  std::string error;  // empty when valid
+  bool has_field = false;
+  std::string field;
+  bool ok() const { return error.empty(); }
+};
+
+// Checks a POST /api/options body against the options a segment publishes. Pure: no side
+// effects, so it can be fuzzed and unit-tested.
+inline options_request check_options_body(const std::string& body,
+                                          const std::vector<rd::option_view>& published) {
+  options_request r;
+  auto fail = [&](const std::string& msg, const std::string* field) {
+    r.values.clear();
+    r.error = msg;
+    r.has_field = field != nullptr;
+    if (field) r.field = *field;
+    return r;
+  };
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail("malformed JSON", nullptr);
+  if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);
+  if (j.empty()) return fail("no options given", nullptr);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& v = it.value();
+    const rd::option_view* o = nullptr;
+    for (const rd::option_view& p : published)
+      if (p.name == name) o = &p;
+    assignment a;
+    a.name = name;
+    if (o && v.is_boolean() && o->is_bool) {
+      a.value = v.get<bool>() ? 1 : 0;
+    } else if (o && v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return fail("option '" + name + "': " + std::to_string(u) + " is out of range [" +
+                        std::to_string(o->min) + ", " + std::to_string(o->max) + "]",
+                    &name);
+      a.value = static_cast<std::int64_t>(u);
+    } else if (o && v.is_number_integer()) {
+      a.value = v.get<std::int64_t>();
+    } else if (o && v.is_number_float() &&
+               std::abs(v.get<double>()) >= 9223372036854775808.0) {  // 2^63 and beyond
+      return fail("option '" + name + "': " + v.dump() + " is out of range [" +
+                      std::to_string(o->min) + ", " + std::to_string(o->max) + "]",
+                  &name);
+    } else if (o) {
+      return fail("option '" + name + "' takes " +
+                      (o->is_bool ? std::string("true, false, 0 or 1") : "an integer") + ", not " +
+                      v.type_name() + (v.is_number_float() ? " with a fraction" : ""),
+                  &name);
+    }
+    std::string err;  // unknown name (o == nullptr), not live, bool, range
+    if (!check_assignment(a, published, &err)) return fail(err, &name);
+    r.values.push_back(a);
+  }
+  return r;
+}
+
+class server {
+ public:
+  // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
+  explicit server(std::unique_ptr<rd::segment> seg) : seg_(std::move(seg)) {}
+  ~server() { stop(); }
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  status start(const options& o);
+  void stop();
+  int port() const { return port_; }
+  std::int32_t pid() const { return seg_->pid(); }
+
+  // Request handling (public for civetweb's C callback).
+  int handle(mg_connection* conn);
+
+ private:
+  struct response {
+    int code = 200;
+    const char* type = "application/json; charset=utf-8";
+    std::string body;
+    std::string headers;  // extra header lines, each ending in \r\n
+  };
+
+  bool host_allowed(const char* host) const;
+  bool origin_allowed(const char* origin) const;
+  response snapshot_response();
+  response options_response();
+  response post_options(mg_connection* conn);
+  void stream(mg_connection* conn, const char* query);
+  std::shared_ptr<const std::string> sample(std::uint64_t tick);
+  bool take(rd::snapshot* s, std::string* error);
+  static void send(mg_connection* conn, const response& r, bool head);
+
+  std::unique_ptr<rd::segment> seg_;
+  mg_context* ctx_ = nullptr;
+  int port_ = 0;
+  options opts_;
+  std::string bind_host_;
+  std::uint64_t started_ms_ = 0;
+
+  std::mutex seg_mutex_;   // take() and set_option() one at a time; guards last_good_
+  std::string last_good_;  // JSON of the last snapshot that could be taken
+
+  std::mutex sample_mutex_;  // the shared stream sample
+  std::uint64_t sample_tick_ = 0;
+  std::shared_ptr<const std::string> sample_json_;
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  std::atomic<bool> stopping_{false};
+};
+
+inline const char* reason_phrase(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
+  }
+}
+
+inline void server::send(mg_connection* conn, const response& r, bool head) {
+  std::string h = "HTTP/1.1 " + std::to_string(r.code) + " " + reason_phrase(r.code) + "\r\n";
+  if (r.code != 204) {
+    h += "Content-Type: ";
+    h += r.type;
+    h += "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
+  }
+  h += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n";
+  h += r.headers;
+  h += "\r\n";
+  if (!head && r.code != 204) h += r.body;
+  mg_write(conn, h.data(), h.size());
+}
+
+inline bool server::host_allowed(const char* host) const {
+  if (!host) return false;  // HTTP/1.0 without Host: refused, it cannot be checked
+  const std::string h = host;
+  const std::string p = ":" + std::to_string(port_);
+  for (const std::string& name : {std::string("127.0.0.1"), std::string("localhost"), opts_.host})
+    if (iequals(h, name + p) || (port_ == 80 && iequals(h, name))) return true;
+  return false;
+}
+
+inline bool server::origin_allowed(const char* origin) const {
+  if (!origin) return true;  // not a browser's cross-origin request
+  const std::string o = origin;
+  if (o.compare(0, 7, "http://") != 0) return false;
+  return host_allowed(o.c_str() + 7);
+}
+
+inline bool server::take(rd::snapshot* s, std::string* error) {
+  *s = seg_->take();
+  if (s->ok()) return true;
+  *error = s->error;
+  return false;
+}
+
+inline server::response server::snapshot_response() {
+  response r;
+  std::lock_guard<std::mutex> lock(seg_mutex_);
+  rd::snapshot s;
+  std::string err;
+  if (take(&s, &err)) {
+    append_json(r.body, s);
+    last_good_ = r.body;
+  } else if (!last_good_.empty()) {
+    r.body = last_good_;  // the process is gone and its segment went with it: the last state
+  } else {
+    r.code = 503;
+    r.body = json_error("cannot read the segment: " + err, nullptr);
+  }
+  return r;
+}
+
+inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick) {
+  std::lock_guard<std::mutex> lock(sample_mutex_);
+  if (sample_json_ && sample_tick_ >= tick) return sample_json_;  // built for this tick already
+  response r = snapshot_response();
+  if (r.code != 200) return nullptr;
+  sample_tick_ = tick;
+  sample_json_ = std::make_shared<const std::string>(std::move(r.body));
+  return sample_json_;
+}
+
+inline server::response server::options_response() {
+  response r;
+  rd::snapshot s;
+  std::string err;
+  {
+    std::lock_guard<std::mutex> lock(seg_mutex_);
+    if (!take(&s, &err)) {
+      r.code = 503;
+      r.body = json_error("cannot read the segment: " + err, nullptr);
+      return r;
+    }
+  }
+  {
+    writer w(r.body);  // scoped: its destructor trims r.body, before r is returned
+    w.ch('{');
+    json_field(w, "generation", s.generation, true);
+    json_field(w, "validated_generation", s.validated_generation);
+    json_field(w, "rejected", s.rejected);
+    json_bool(w, "writable", seg_->writable());
+    w.raw(",\"options\":[");
+    for (std::size_t i = 0; i < s.options.size(); ++i) {
+      const rd::option_view& o = s.options[i];
+      w.raw(i ? ",{\"name\":" : "{\"name\":");
+      json_string(w, o.name);
+      json_field(w, "requested", o.requested);
+      json_field(w, "effective", o.effective);
+      json_field(w, "min", o.min);
+      json_field(w, "max", o.max);
+      json_field(w, "default", o.default_value);
+      json_bool(w, "live", o.live);
+      json_bool(w, "bool", o.is_bool);
+      w.ch('}');
+    }
+    w.raw("]}");
+  }
+  return r;
+}
+
+inline int server::handle(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  if (!ri) return 1;
+  const std::string method = ri->request_method ? ri->request_method : "";
+  const bool head = method == "HEAD";
+  response r;
+  if (!host_allowed(mg_get_header(conn, "Host"))) {
+    r.code = 403;
+    r.body = json_error("the Host header must be 127.0.0.1:" + std::to_string(port_) +
+                            " or localhost:" + std::to_string(port_),
+                        nullptr);
+    send(conn, r, head);
+    return 403;
+  }
+  const std::string path = ri->local_uri ? ri->local_uri : "";
+  const bool get = method == "GET" || head;
+  const char* allow = "GET, HEAD";
+  if (path == "/api/options") {
+    allow = "GET, HEAD, POST";
+    if (method == "POST") {
+      r = post_options(conn);
+      send(conn, r, false);
+      return r.code;
+    }
+  }
+  const bool known = path == "/" || path == "/healthz" || path == "/api/snapshot" ||
+                     path == "/metrics" || path == "/api/options" || path == "/api/stream" ||
+                     path == "/favicon.ico";
+  if (!known) {
+    r.code = 404;
+    r.body = json_error("no such endpoint: " + path, nullptr);
+  } else if (!get) {
+    r.code = 405;
+    r.body = json_error(
+        "method " + method + " not allowed on " + path + " (allowed: " + allow + ")", nullptr);
+    r.headers = std::string("Allow: ") + allow + "\r\n";
+  } else if (path == "/api/stream" && !head) {
+    stream(conn, ri->query_string);
+    return 200;
+  } else if (path == "/healthz") {
+    writer w(r.body);
+    w.raw("{\"ok\":true");
+    json_field(w, "pid", seg_->pid());
+    json_bool(w, "alive", seg_->process_alive());
+    json_field(w, "uptime_ms", steady_ms() - started_ms_);
+    w.raw(",\"version\":\"");
+    w.raw(version_string());
+    w.raw("\"}");
+  } else if (path == "/api/snapshot" || path == "/api/stream") {
+    r = snapshot_response();
+    if (path == "/api/stream") r.type = "text/event-stream";
+  } else if (path == "/metrics") {
+    std::lock_guard<std::mutex> lock(seg_mutex_);
+    rd::snapshot s;
+    std::string err;
+    if (take(&s, &err)) {
+      r.type = kPrometheusContentType;
+      r.body = to_prometheus(s);
+    } else {
+      r.code = 503;
+      r.body = json_error("cannot read the segment: " + err, nullptr);
+    }
+  } else if (path == "/api/options") {
+    r = options_response();
+  } else if (path == "/favicon.ico") {
+    r.code = 204;
+  } else {  // "/"
+    r.type = "text/html; charset=utf-8";
+    r.body =
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<title>memlive</title></head>\n<body><h1>memlive</h1>\n"
+        "<p>The live page is coming (issue 6). Meanwhile: "
+        "<a href=\"/api/snapshot\">/api/snapshot</a> (JSON), "
+        "<a href=\"/metrics\">/metrics</a> (Prometheus).</p>\n</body></html>\n";
+  }
+  send(conn, r, head);
+  return r.code;
+}
+
+inline server::response server::post_options(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  response r;
+  r.code = 400;
+  auto error = [&](int code, const std::string& msg, const std::string* field) {
+    r.code = code;
+    r.body = json_error(msg, field);
+    return r;
+  };
+  if (!origin_allowed(mg_get_header(conn, "Origin")))
+    return error(403, "cross-origin requests may not change options", nullptr);
+  const char* type = mg_get_header(conn, "Content-Type");
+  if (!type || std::strncmp(type, "application/json", 16) != 0 ||
+      (type[16] != '\0' && type[16] != ';' && type[16] != ' '))
+    return error(415, "the body must be sent as Content-Type: application/json", nullptr);
+  const char* te = mg_get_header(conn, "Transfer-Encoding");
+  if (ri->content_length > static_cast<long long>(kMaxBody))
+    return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes", nullptr);
+  if (ri->content_length < 0 && !(te && iequals(te, "chunked")))
+    return error(411, "a Content-Length is required", nullptr);
+  std::string body;
+  char buf[4096];
+  for (;;) {
+    const int n = mg_read(conn, buf, sizeof buf);
+    if (n <= 0) break;
+    body.append(buf, static_cast<std::size_t>(n));
+    if (body.size() > kMaxBody)
+      return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes", nullptr);
+  }
+  if (!seg_->writable())
+    return error(403, "the segment is read-only to this server (another user's process?)", nullptr);
+  // Checked and stored under one lock: two POSTs cannot interleave their values.
+  std::lock_guard<std::mutex> lock(seg_mutex_);
+  rd::snapshot s;
+  std::string err;
+  if (!take(&s, &err)) return error(503, "cannot read the segment: " + err, nullptr);
+  if (!s.process_alive) return error(409, "the process is gone: nothing would apply", nullptr);
+  options_request req = check_options_body(body, s.options);
+  if (!req.ok()) return error(400, req.error, req.has_field ? &req.field : nullptr);
+  std::uint64_t generation = s.generation;
+  for (std::size_t i = 0; i < req.values.size(); ++i) {
+    std::uint64_t g = 0;
+    if (!seg_->set_option(req.values[i].name, req.values[i].value, &err, &g))
+      return error(i ? 500 : 409, err + (i ? " (the options before it were stored)" : ""),
+                   &req.values[i].name);
+    if (g > generation) generation = g;
+  }
+  r.code = 200;
+  {
+    writer w(r.body);
+    w.raw("{\"ok\":true");
+    json_field(w, "generation", generation);
+    w.raw(",\"applied\":{");
+    for (std::size_t i = 0; i < req.values.size(); ++i) {
+      if (i) w.ch(',');
+      json_string(w, req.values[i].name);
+      w.ch(':');
+      w.num(req.values[i].value);
+    }
+    w.raw("}}");
+  }
+  return r;
+}
+
+// One SSE client: holds this civetweb worker thread until the client goes away or stop().
+inline void server::stream(mg_connection* conn, const char* query) {
+  long long interval = opts_.stream_interval_ms;
+  char value[32];
+  if (query && mg_get_var(query, std::strlen(query), "interval_ms", value, sizeof value) > 0) {
+    std::int64_t v = 0;
+    if (!parse_int(value, &v) || v < kMinStreamMs || v > kMaxStreamMs) {
+      response r;
+      r.code = 400;
+      const std::string field = "interval_ms";
+      r.body = json_error("interval_ms must be a whole number of milliseconds from " +
+                              std::to_string(kMinStreamMs) + " to " + std::to_string(kMaxStreamMs),
+                          &field);
+      send(conn, r, false);
+      return;
+    }
+    interval = v;
+  }
+  const std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+      "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n: memlive stream, interval_ms=" +
+      std::to_string(interval) + "\n\n";
+  if (mg_write(conn, head.data(), head.size()) <= 0) return;
+  const auto step = static_cast<std::uint64_t>(interval);
+  std::uint64_t tick = steady_ms() / step * step;  // the first event at once
+  while (!stopping_.load()) {
+    std::shared_ptr<const std::string> json = sample(tick);
+    bool ok;
+    if (json) {
+      ok = mg_write(conn, "data: ", 6) > 0 && mg_write(conn, json->data(), json->size()) > 0 &&
+           mg_write(conn, "\n\n", 2) > 0;
+    } else {
+      const std::string e = "event: error\ndata: {\"error\":\"cannot read the segment\"}\n\n";
+      ok = mg_write(conn, e.data(), e.size()) > 0;
+    }
+    if (!ok) return;  // the client went away
+    tick = (steady_ms() / step + 1) * step;
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    const auto wake = std::chrono::steady_clock::time_point(std::chrono::milliseconds(tick));
+    if (stop_cv_.wait_until(lock, wake, [this] { return stopping_.load(); })) return;
+  }
+}
+
+inline int parse_ipv4(const std::string& host, in_addr* out) {
+  return inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), out) == 1;
+}
+
+// Why could host:port not be bound? errno of a test bind (0 if it binds now).
+inline int probe_bind(const in_addr& addr, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  sa.sin_addr = addr;
+  const int e = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 ? 0 : errno;
+  close(fd);
+  return e;
+}
+
+extern "C" inline int memlive_begin_request(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  auto* self = ri ? static_cast<server*>(ri->user_data) : nullptr;
+  if (!self) return 0;
+  try {
+    return self->handle(conn);
+  } catch (...) {  // std::bad_alloc and the like: answer, never unwind into C
+    static const char k[] =
+        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    mg_write(conn, k, sizeof k - 1);
+    return 500;
+  }
+}
+extern "C" inline int memlive_log_message(const mg_connection*, const char*) {
+  return 1;  // civetweb's own logging off: errors reach the caller through start()'s status
+}
+extern "C" inline void* memlive_init_thread(const mg_context*, int) {
+  pthread_setname_np(pthread_self(), "memlive-http");  // labelled apart in the profile
+  return nullptr;
+}
+
+inline status server::start(const options& o) {
+  status st;
+  auto fail = [&](start_error e, const std::string& msg) {
+    st.error = e;
+    st.message = msg;
+    return st;
+  };
+  if (ctx_) return fail(start_error::already_running, "this server is running already");
+  if (o.port < 0 || o.port > 65535)
+    return fail(start_error::bad_options, "port " + std::to_string(o.port) + " is not 0..65535");
+  if (o.stream_interval_ms < kMinStreamMs || o.stream_interval_ms > kMaxStreamMs)
+    return fail(start_error::bad_options,
+                "stream interval " + std::to_string(o.stream_interval_ms) + " ms is not " +
+                    std::to_string(kMinStreamMs) + ".." + std::to_string(kMaxStreamMs));
+  in_addr addr{};
+  if (!parse_ipv4(o.host, &addr))
+    return fail(start_error::bad_host,
+                "host '" + o.host + "' is not an IPv4 address (or localhost)");
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &addr, ip, sizeof ip);
+  opts_ = o;
+  bind_host_ = ip;
+  const std::string ports = bind_host_ + ":" + std::to_string(o.port);
+  const char* config[] = {
+      "listening_ports",   ports.c_str(), "num_threads", "24", "request_timeout_ms", "3000",
+      "enable_keep_alive", "no",          nullptr};
+  mg_callbacks cb{};
+  cb.begin_request = memlive_begin_request;
+  cb.log_message = memlive_log_message;
+  cb.init_thread = memlive_init_thread;
+  mg_init_library(0);  // no TLS: Debian's civetweb cannot load OpenSSL 3
+  stopping_ = false;
+  char text[256] = {};
+  mg_error_data err{};
+  err.text = text;
+  err.text_buffer_size = sizeof text;
+  mg_init_data init{};
+  init.callbacks = &cb;
+  init.user_data = this;
+  init.configuration_options = config;
+  ctx_ = mg_start2(&init, &err);
+  if (!ctx_) {
+    mg_exit_library();
+    const int e = probe_bind(addr, o.port);
+    if (e == EADDRINUSE)
+      return fail(start_error::port_in_use,
+                  "port " + std::to_string(o.port) + " on " + bind_host_ + " is in use");
+    if (e == EADDRNOTAVAIL)
+      return fail(start_error::bad_host,
+                  "host " + bind_host_ + " is not an address of this machine");
+    return fail(start_error::server, std::string("the HTTP server did not start: ") +
+                                         (text[0] ? text : "unknown reason"));
+  }
+  mg_server_port sp[4] = {};
+  if (mg_get_server_ports(ctx_, 4, sp) < 1) {
+    stop();
+    return fail(start_error::server, "the HTTP server reports no listening port");
+  }
+  port_ = sp[0].port;
+  started_ms_ = steady_ms();
+  st.port = port_;
+  return st;
+}
+
+inline void server::stop() {
+  if (!ctx_) return;
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  // civetweb's accept thread polls its sockets with a 2 s quantum before it looks at its stop
+  // flag; a connection wakes it at once. So connect to ourselves until mg_stop() is through.
+  std::atomic<bool> stopped{false};
+  in_addr addr{};
+  parse_ipv4(bind_host_ == "0.0.0.0" ? "127.0.0.1" : bind_host_, &addr);
+  std::thread poke;
+  try {
+    poke = std::thread([&] {
+      while (!stopped.load()) {
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+          sockaddr_in sa{};
+          sa.sin_family = AF_INET;
+          sa.sin_port = htons(static_cast<std::uint16_t>(port_));
+          sa.sin_addr = addr;
+          (void)connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+          close(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  } catch (const std::system_error&) {  // no thread: mg_stop() just takes up to 2 s
+  }
+  mg_stop(ctx_);  // joins the workers; stream loops return at once on the flag
+  stopped = true;
+  if (poke.joinable()) poke.join();
+  ctx_ = nullptr;
+  port_ = 0;
+  mg_exit_library();
+}
+
+struct global_server {
+  std::mutex mutex;
+  std::unique_ptr<server> srv;
+};
+inline global_server& global() {
+  static global_server g;
+  return g;
+}
+
+}  // namespace detail
+
+inline status start(const options& o) {
+  detail::global_server& g = detail::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  status st;
+  if (g.srv) {
+    st.error = start_error::already_running;
+    st.message = "memlive is serving already on port " + std::to_string(g.srv->port());
+    return st;
+  }
+  if (const int e = livealloc::telemetry::enable(); e != 0) {
+    st.error = start_error::telemetry;
+    st.message = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
+    return st;
+  }
+  std::string err;
+  std::unique_ptr<rd::segment> seg = rd::segment::open_pid(static_cast<int>(getpid()), &err);
+  if (!seg) {
+    st.error = start_error::telemetry;
+    st.message = "cannot open this process's telemetry segment: " + err;
+    return st;
+  }
+  try {
+    auto srv = std::make_unique<detail::server>(std::move(seg));
+    st = srv->start(o);
+    if (!st.ok()) return st;
+    g.srv = std::move(srv);
+  } catch (const std::exception& e) {  // bad_alloc, thread creation: an error value
+    st.error = start_error::server;
+    st.message = e.what();
+    return st;
+  }
+  if (!o.quiet)
+    std::fprintf(stderr, "memlive: http://%s:%d/\n",
+                 o.host == "localhost" ? "localhost" : o.host.c_str(), st.port);
+  return st;
+}
+
+inline void stop() {
+  detail::global_server& g = detail::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.srv.reset();  // ~server stops it
+}
+
+inline int port() {
+  detail::global_server& g = detail::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return g.srv ? g.srv->port() : 0;
 }
 
 }  // namespace v0

@@ -38,7 +38,10 @@ constexpr const char* kUsage =
     "                                      applied if one is wrong)\n"
     "  record --pid N --interval MS --out FILE [--count N | --duration S]\n"
     "                                      one JSON snapshot per line, every MS (>= 10) ms\n"
-    "  serve, run                          not implemented yet in this version\n"
+    "  serve --pid N [--host H] [--port P] [--interval MS]\n"
+    "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
+    "                                      default; port 0 picks a free one) until Ctrl-C\n"
+    "  run                                 not implemented yet in this version\n"
     "\n"
     "  memlive --help | --version | <verb> --help\n"
     "\n"
@@ -50,7 +53,8 @@ constexpr const char* kUsage =
     "  4  the process publishes no segment (run it with LIVEALLOC_PROFILE=1)\n"
     "  5  permission denied (the segment belongs to another user)\n"
     "  6  version mismatch or malformed segment\n"
-    "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n";
+    "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n"
+    "  8  serve: the port is in use\n";
 
 constexpr const char* kListHelp =
     "usage: memlive list [--clean]\n"
@@ -83,6 +87,16 @@ constexpr const char* kRecordHelp =
     "process exits (a final sample is written and the exit reported), or on SIGINT/SIGTERM (the\n"
     "file is flushed, exit 0).\n";
 
+constexpr const char* kServeHelp =
+    "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
+    "\n"
+    "Serves the process's telemetry over HTTP at http://H:P/ (H: 127.0.0.1, an IPv4 address or\n"
+    "localhost; P: 8080, 0 picks a free port; MS: the default /api/stream interval, 50 to 60000,\n"
+    "250 by default): /api/snapshot, /api/stream, /api/options (GET, POST to tune), /metrics,\n"
+    "/healthz. Prints the URL, then serves until SIGINT/SIGTERM (exit 0). When the process exits\n"
+    "it says so and keeps serving its last state. Exit 8 when the port is in use. Tuning needs\n"
+    "write access to the segment (the process's user); without it the options are read-only.\n";
+
 int usage_error(const std::string& msg, const char* help = nullptr) {
   std::fprintf(stderr, "memlive: %s\n", msg.c_str());
   std::fprintf(stderr, "%s", help ? help : "run 'memlive --help' for usage\n");
@@ -106,6 +120,8 @@ struct args {
   int pid = 0;
   bool have_pid = false;
   std::string format = "json";
+  std::string host = "127.0.0.1";
+  long long port = 8080;
   std::string dir = "/dev/shm";  // hidden: --dir, for tests
   std::string out;
   long long interval_ms = -1, count = -1, duration_s = -1;
@@ -165,6 +181,13 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         return false;
       }
       a->format = value;
+    } else if (arg == "--host") {
+      a->host = value;
+    } else if (arg == "--port") {
+      if (!parse_number(value, 0, 65535, &a->port)) {
+        *error = "--port: '" + value + "' is not a port number from 0 to 65535";
+        return false;
+      }
     } else if (arg == "--dir") {
       a->dir = value;
     } else if (arg == "--out") {
@@ -431,6 +454,68 @@ int cmd_record(const args& a) {
   return result;
 }
 
+int cmd_serve(const args& a) {
+  if (!a.have_pid) return usage_error("serve: --pid N is required", kServeHelp);
+  if (!a.positional.empty()) return usage_error("serve: unexpected '" + a.positional[0] + "'");
+  memlive::options opts;
+  opts.host = a.host;
+  opts.port = static_cast<int>(a.port);
+  if (a.interval_ms >= 0) {
+    if (a.interval_ms < memlive::detail::kMinStreamMs ||
+        a.interval_ms > memlive::detail::kMaxStreamMs)
+      return usage_error("serve: --interval must be from 50 to 60000 ms", kServeHelp);
+    opts.stream_interval_ms = static_cast<int>(a.interval_ms);
+  }
+  // Writable when we may (POST /api/options tunes), else read-only.
+  memlive::open_result r = memlive::open_segment(a.pid, true, a.dir);
+  bool read_only = false;
+  if (!r.segment && r.kind == error_kind::permission) {
+    r = memlive::open_segment(a.pid, false, a.dir);
+    read_only = true;
+  }
+  if (!r.segment) return fail(r.kind, r.error);
+  if (!r.segment->process_alive())
+    return fail(error_kind::no_process,
+                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to serve");
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  memlive::detail::server srv(std::move(r.segment));
+  const memlive::status st = srv.start(opts);
+  if (!st) {
+    switch (st.error) {
+      case memlive::start_error::port_in_use:
+        return fail(error_kind::port_in_use,
+                    "serve: " + st.message + "; choose another with --port (0: any free port)");
+      case memlive::start_error::bad_host:
+      case memlive::start_error::bad_options:
+        return usage_error("serve: " + st.message, kServeHelp);
+      default:
+        return fail(static_cast<error_kind>(1), "serve: " + st.message);
+    }
+  }
+  std::printf("memlive: serving process %d at http://%s:%d/ (Ctrl-C stops)%s\n", a.pid,
+              opts.host.c_str(), st.port, read_only ? "; read-only segment: tuning disabled" : "");
+  std::fflush(stdout);
+  bool gone_noted = false;
+  while (!g_stop) {
+    sleep_until(monotonic_ms() + 100);
+    if (!gone_noted && !rd::pid_alive(a.pid)) {
+      gone_noted = true;
+      std::printf("memlive: process %d exited; still serving its last state (Ctrl-C stops)\n",
+                  a.pid);
+      std::fflush(stdout);
+    }
+  }
+  srv.stop();
+  std::printf("memlive: stopped\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -456,8 +541,9 @@ int main(int argc, char** argv) {
       {"snapshot", "--pid --format", kSnapshotHelp, cmd_snapshot},
       {"tune", "--pid", kTuneHelp, cmd_tune},
       {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
+      {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
   };
-  if (verb == "serve" || verb == "run") {
+  if (verb == "run") {
     std::fprintf(stderr, "memlive %s: not implemented yet in this version\n", verb.c_str());
     return static_cast<int>(error_kind::usage);
   }

@@ -352,7 +352,12 @@ def check_errors(ml, workload_pid, tmp):
         (["record", "--pid", str(workload_pid), "--interval", "10"], "--out FILE is required"),
         (["list", "--bogus"], "unknown option"),
         (["tune", "--pid", str(workload_pid)], "at least one name=value"),
-        (["serve", "--pid", "1"], "not implemented yet in this version"),
+        (["serve"], "--pid N is required"),
+        (["serve", "--pid", str(workload_pid), "--port", "70000"], "from 0 to 65535"),
+        (["serve", "--pid", str(workload_pid), "--port", "0", "--interval", "20"],
+         "from 50 to 60000"),
+        (["serve", "--pid", str(workload_pid), "--port", "0", "--host", "nohost"],
+         "not an IPv4 address"),
         (["run", "--", "true"], "not implemented yet in this version"),
     ]
     for args, says in usage:
@@ -360,9 +365,10 @@ def check_errors(ml, workload_pid, tmp):
         check(r.returncode == 2 and says in r.stderr,
               "usage %s: exit 2, %r (got %d: %s)" % (args, says, r.returncode, r.stderr.strip()))
     r = run([ml, "--help"])
-    check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout,
+    check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout
+          and "8  serve: the port is in use" in r.stdout,
           "--help lists the exit codes")
-    for verb in ("list", "snapshot", "tune", "record"):
+    for verb in ("list", "snapshot", "tune", "record", "serve"):
         r = run([ml, verb, "--help"])
         check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
               "%s --help" % verb)

@@ -471,6 +471,60 @@ TEST_CASE("check_assignment against the published options") {
   CHECK(err.find("page_recycle") != std::string::npos);  // lists the live ones
 }
 
+TEST_CASE("check_options_body: all checked, errors name the field, nothing kept on failure") {
+  const rd::snapshot s = make_snapshot(1, false);
+  using memlive::detail::check_options_body;
+  auto ok = check_options_body(R"({"page_recycle": 8, "hugepages": true})", s.options);
+  REQUIRE(ok.ok());
+  REQUIRE(ok.values.size() == 2);
+  std::map<std::string, std::int64_t> got;
+  for (const auto& a : ok.values) got[a.name] = a.value;
+  CHECK(got["page_recycle"] == 8);
+  CHECK(got["hugepages"] == 1);
+  CHECK(check_options_body(R"({"hugepages": 0})", s.options).ok());
+
+  struct bad_case {
+    const char* body;
+    const char* field;  // nullptr: the body as a whole
+    const char* says;
+  };
+  const bad_case cases[] = {
+      {"", nullptr, "malformed JSON"},
+      {"{\"page_recycle\": ", nullptr, "malformed JSON"},
+      {"{\"page_recycle\": 8} x", nullptr, "malformed JSON"},
+      {"[1]", nullptr, "JSON object"},
+      {"8", nullptr, "JSON object"},
+      {"{}", nullptr, "no options"},
+      {R"({"page_recycle": "8"})", "page_recycle", "an integer, not string"},
+      {R"({"page_recycle": 8.5})", "page_recycle", "with a fraction"},
+      {R"({"page_recycle": true})", "page_recycle", "an integer, not boolean"},
+      {R"({"page_recycle": [8]})", "page_recycle", "an integer, not array"},
+      {R"({"page_recycle": 4097})", "page_recycle", "out of range [0, 4096]"},
+      {R"({"page_recycle": -1})", "page_recycle", "out of range"},
+      {R"({"page_recycle": 9223372036854775808})", "page_recycle", "out of range"},
+      {R"({"page_recycle": 1e300})", "page_recycle", "out of range"},
+      {R"({"page_recycle": -9223372036854775809})", "page_recycle", "out of range"},
+      {R"({"hugepages": 2})", "hugepages", "is a bool"},
+      {R"({"hugepages": "yes"})", "hugepages", "true, false, 0 or 1"},
+      {R"({"telemetry_slots": 8})", "telemetry_slots", "cannot change while the program runs"},
+      {R"({"page_recycle": 8, "nosuch": 1})", "nosuch", "unknown option 'nosuch'"},
+  };
+  for (const bad_case& c : cases) {
+    INFO(c.body);
+    const auto r = check_options_body(c.body, s.options);
+    CHECK_FALSE(r.ok());
+    CHECK(r.values.empty());
+    CHECK(r.has_field == (c.field != nullptr));
+    if (c.field) CHECK(r.field == c.field);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  // Deep nesting and long bodies do not crash (the server caps bodies at kMaxBody).
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  CHECK_FALSE(check_options_body(deep, s.options).ok());
+  const std::string deep_obj = "{\"a\":" + std::string(30000, '[') + std::string(30000, ']') + "}";
+  CHECK_FALSE(check_options_body(deep_obj, s.options).ok());
+}
+
 TEST_CASE("open_segment classifies failures") {
   memlive::open_result r = memlive::open_segment(0);
   CHECK(r.kind == memlive::error_kind::usage);

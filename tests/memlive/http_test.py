@@ -1,0 +1,483 @@
+#!/usr/bin/python3
+"""memlive's HTTP server against real workloads, with a real client (standard library only).
+
+    http_test.py --memlive PATH --workload PATH --app PATH inprocess|serve
+
+inprocess: memlive_http_app (memlive::start() on port 0 inside a multi-threaded livealloc
+workload) checked endpoint by endpoint: content types, /api/snapshot and /metrics against the
+workload's counts, POST /api/options (valid: stored, generation grows, visible in GET; each
+invalid case: the right status, nothing changed, the server still serving), malformed requests,
+/api/stream (events at the requested interval), a second server on the same port (an error
+value), and memlive::stop() with two stream clients connected (timed; must be < 1.5 s).
+serve: `memlive serve --pid` against memlive_workload: /api/snapshot matches the plan, port in
+use exits 8, the process's exit is reported and its last state still served, SIGTERM stops it.
+Every failed check is printed; the exit code is 1 if any failed.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_test  # noqa: E402  (PLAN, expected counts, the JSON and Prometheus checks)
+from cli_test import check, failures, PLAN  # noqa: E402
+
+TIMEOUT = 10
+JSON_TYPE = "application/json; charset=utf-8"
+PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def request(port, method, path, body=None, headers=None, host=None):
+    """(status, {lower-case header: value}, body bytes); Host is 127.0.0.1:port unless given."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        c.putheader("Host", host if host is not None else "127.0.0.1:%d" % port)
+        data = body.encode() if isinstance(body, str) else body
+        for k, v in (headers or {}).items():
+            c.putheader(k, v)
+        if data is not None:
+            c.putheader("Content-Length", str(len(data)))
+        c.endheaders(data)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def raw(port, data, wait=TIMEOUT):
+    """Sends raw bytes, returns everything the server answers until it closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
+
+
+def get_json(port, path):
+    st, h, body = request(port, "GET", path)
+    try:
+        return st, h, json.loads(body)
+    except ValueError:
+        return st, h, None
+
+
+def options_of(port):
+    st, _, j = get_json(port, "/api/options")
+    return j if st == 200 and j else {"options": [], "generation": -1}
+
+
+def option(opts, name):
+    return next((o for o in opts["options"] if o["name"] == name), None)
+
+
+def check_endpoints(port, pid, want):
+    st, h, j = get_json(port, "/healthz")
+    check(st == 200 and h.get("content-type") == JSON_TYPE and j and j["ok"] is True and
+          j["pid"] == pid and j["alive"] is True and isinstance(j["uptime_ms"], int),
+          "/healthz: 200 json ok, pid %d, uptime (got %d %s)" % (pid, st, j))
+    st, h, j = get_json(port, "/api/snapshot")
+    if check(st == 200 and h.get("content-type") == JSON_TYPE and j is not None,
+             "/api/snapshot: 200 json (got %d %s)" % (st, h.get("content-type"))):
+        check(j["pid"] == pid and j["alive"] is True, "/api/snapshot: pid and alive")
+        cli_test.check_json(j, want)
+    st, h, body = request(port, "GET", "/metrics")
+    check(st == 200 and h.get("content-type") == PROM_TYPE,
+          "/metrics: 200 %s (got %d %s)" % (PROM_TYPE, st, h.get("content-type")))
+    cli_test.check_prometheus(body.decode(), want, pid)
+    st, h, j = get_json(port, "/api/options")
+    check(st == 200 and h.get("content-type") == JSON_TYPE and j and
+          isinstance(j["generation"], int) and option(j, "page_recycle") is not None and
+          all(set(o) >= {"name", "requested", "effective", "min", "max", "live"}
+              for o in j["options"]),
+          "/api/options: 200 json with generation and name/requested/effective/min/max/live")
+    st, h, body = request(port, "GET", "/")
+    check(st == 200 and h.get("content-type", "").startswith("text/html") and
+          b"/api/snapshot" in body and b"/metrics" in body and b"coming" in body,
+          "/: placeholder html linking /api/snapshot and /metrics (got %d)" % st)
+    st, h, body = request(port, "GET", "/favicon.ico")
+    check(st == 204 and body == b"", "/favicon.ico: 204 (got %d)" % st)
+    st, h, j = get_json(port, "/nope")
+    check(st == 404 and h.get("content-type") == JSON_TYPE and j and "error" in j,
+          "/nope: 404 json (got %d %s)" % (st, j))
+    st, h, body = request(port, "HEAD", "/healthz")
+    check(st == 200 and body == b"", "HEAD /healthz: 200, no body (got %d)" % st)
+
+
+def post(port, body, headers=None, host=None):
+    hs = {"Content-Type": "application/json"}
+    hs.update(headers or {})
+    st, h, b = request(port, "POST", "/api/options", body, hs, host)
+    try:
+        j = json.loads(b)
+    except ValueError:
+        j = None
+    return st, h, j
+
+
+def check_options(port, slow_path_hint):
+    before = options_of(port)
+    pr = option(before, "page_recycle")
+    if not check(pr is not None and pr["live"], "page_recycle is a live option"):
+        return
+    new = pr["max"] if pr["requested"] != pr["max"] else pr["min"]
+    nonlive = next((o for o in before["options"] if not o["live"]), None)
+    live_names = [o["name"] for o in before["options"] if o["live"]]
+    boolopt = next((o for o in before["options"] if o["bool"] and o["live"]), None)
+
+    bad = [
+        ("malformed JSON", '{"page_recycle": ', {}, None, 400, None),
+        ("not an object", '[1, 2]', {}, None, 400, None),
+        ("empty object", '{}', {}, None, 400, None),
+        ("wrong type (string)", '{"page_recycle": "8"}', {}, None, 400, "page_recycle"),
+        ("wrong type (float)", '{"page_recycle": 8.5}', {}, None, 400, "page_recycle"),
+        ("wrong type (bool)", '{"page_recycle": true}', {}, None, 400, "page_recycle"),
+        ("wrong type (null)", '{"page_recycle": null}', {}, None, 400, "page_recycle"),
+        ("unknown name", '{"page_recycle": %d, "no_such_option": 1}' % new, {}, None, 400,
+         "no_such_option"),
+        ("out of range (max+1)", '{"page_recycle": %d}' % (pr["max"] + 1), {}, None, 400,
+         "page_recycle"),
+        ("out of range (min-1)", '{"page_recycle": %d}' % (pr["min"] - 1), {}, None, 400,
+         "page_recycle"),
+        ("out of range (2^64)", '{"page_recycle": 18446744073709551616}', {}, None, 400,
+         "page_recycle"),
+        ("one good, one out of range", '{"page_recycle": %d, "%s": -5}' %
+         (new, live_names[-1] if live_names[-1] != "page_recycle" else live_names[0]), {}, None,
+         400, None),
+        ("huge body", '{"page_recycle": %d, "x": "%s"}' % (new, "a" * (70 * 1024)), {}, None,
+         413, None),
+        ("foreign Origin", '{"page_recycle": %d}' % new, {"Origin": "http://evil.example"},
+         None, 403, None),
+        ("Origin null", '{"page_recycle": %d}' % new, {"Origin": "null"}, None, 403, None),
+        ("foreign Host", '{"page_recycle": %d}' % new, {}, "evil.example:%d" % port, 403, None),
+        ("form content type", '{"page_recycle": %d}' % new,
+         {"Content-Type": "application/x-www-form-urlencoded"}, None, 415, None),
+        ("nested depth", "[" * 20000 + "]" * 20000, {}, None, 400, None),
+    ]
+    if nonlive:
+        bad.append(("not live", '{"%s": %d}' % (nonlive["name"], nonlive["requested"]), {},
+                    None, 400, nonlive["name"]))
+    if boolopt:
+        bad.append(("bool out of range", '{"%s": 2}' % boolopt["name"], {}, None, 400,
+                    boolopt["name"]))
+    for what, body, hs, host, want_status, field in bad:
+        st, h, j = post(port, body, hs, host)
+        ok = st == want_status and h.get("content-type") == JSON_TYPE and j is not None and \
+            isinstance(j.get("error"), str) and j["error"] and "field" in j
+        if field is not None:
+            ok = ok and j.get("field") == field
+        check(ok, "POST %s: %d with {error, field%s} (got %d %s)" %
+              (what, want_status, "=" + field if field else "", st, j))
+        after = options_of(port)
+        check(after["generation"] == before["generation"] and
+              [(o["name"], o["requested"]) for o in after["options"]] ==
+              [(o["name"], o["requested"]) for o in before["options"]],
+              "POST %s: nothing changed (generation %d)" % (what, after["generation"]))
+
+    # The Origin of the page itself is allowed.
+    st, _, j = post(port, '{"page_recycle": %d}' % new,
+                    {"Origin": "http://127.0.0.1:%d" % port})
+    check(st == 200 and j and j["ok"] is True and j["generation"] > before["generation"] and
+          j["applied"] == {"page_recycle": new},
+          "POST valid (same Origin): 200, generation %d -> %s, applied" %
+          (before["generation"], j and j.get("generation")))
+    after = options_of(port)
+    check(option(after, "page_recycle")["requested"] == new and
+          after["generation"] == (j or {}).get("generation"),
+          "GET /api/options shows the requested value and the new generation")
+    deadline = time.time() + 5
+    while time.time() < deadline and option(options_of(port), "page_recycle")["effective"] != new:
+        time.sleep(0.02)
+    check(option(options_of(port), "page_recycle")["effective"] == new,
+          "the allocator made page_recycle=%d effective (%s)" % (new, slow_path_hint))
+    st, _, j = post(port, '{"page_recycle": %d}' % pr["requested"])  # back
+    check(st == 200, "POST valid (no Origin): 200")
+
+
+def check_malformed(port):
+    cases = [
+        ("garbage", b"\x00\xff\xfe garbage\r\n\r\n"),
+        ("no HTTP version", b"GET /healthz\r\n\r\n"),
+        ("huge header", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX: " % port +
+         b"a" * 100000 + b"\r\n\r\n"),
+        ("HTTP/1.0 without Host", b"GET /healthz HTTP/1.0\r\n\r\n"),
+        ("negative length", b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+         b"Content-Type: application/json\r\nContent-Length: -5\r\n\r\n{}" % port),
+        ("short body", b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{}" % port),
+        ("no length", b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+         b"Content-Type: application/json\r\n\r\n{}" % port),
+        ("stream bad interval", b"GET /api/stream?interval_ms=abc HTTP/1.1\r\n"
+         b"Host: 127.0.0.1:%d\r\n\r\n" % port),
+        ("stream interval 10", b"GET /api/stream?interval_ms=10 HTTP/1.1\r\n"
+         b"Host: 127.0.0.1:%d\r\n\r\n" % port),
+    ]
+    for what, data in cases:
+        t0 = time.time()
+        out = raw(port, data, wait=12)
+        took = time.time() - t0
+        first = out.split(b"\r\n", 1)[0]
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", first)
+        check(took < 11.5 and (not m or int(m.group(1)) >= 400),
+              "malformed %s: an error or a close, in %.1f s (got %r)" % (what, took, first))
+        st, _, _ = request(port, "GET", "/healthz")
+        check(st == 200, "after malformed %s: still serving" % what)
+    for host in ("evil.example:%d" % port, "127.0.0.1", "127.0.0.1:%d" % (port + 1), "",
+                 "localhost:%d.evil" % port):
+        st, h, body = request(port, "GET", "/api/snapshot", host=host)
+        check(st == 403, "GET with Host %r: 403 (got %d)" % (host, st))
+    st, _, _ = request(port, "GET", "/healthz", host="localhost:%d" % port)
+    check(st == 200, "GET with Host localhost:PORT: 200")
+    for method, path in (("DELETE", "/api/options"), ("POST", "/api/snapshot"),
+                         ("PUT", "/metrics"), ("POST", "/healthz")):
+        st, h, body = request(port, method, path, body=b"" if method != "DELETE" else None)
+        check(st == 405 and "allow" in h, "%s %s: 405 with Allow (got %d)" % (method, path, st))
+
+
+class Stream:
+    """An SSE client on a raw socket: connect(), then events() as they come."""
+
+    def __init__(self, port, query=""):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.s.sendall(b"GET /api/stream%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" %
+                       (query.encode(), port))
+        self.buf = b""
+        self.head = None
+        self.closed = False
+
+    def _fill(self, timeout):
+        r, _, _ = select.select([self.s], [], [], timeout)
+        if not r:
+            return False
+        chunk = self.s.recv(1 << 20)
+        if not chunk:
+            self.closed = True
+            return False
+        self.buf += chunk
+        return True
+
+    def event(self, timeout=TIMEOUT):
+        """(arrival time, data string) of the next data event, or None."""
+        deadline = time.time() + timeout
+        while True:
+            if self.head is None and b"\r\n\r\n" in self.buf:
+                self.head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+            if self.head is not None:
+                while b"\n\n" in self.buf:
+                    ev, self.buf = self.buf.split(b"\n\n", 1)
+                    data = [ln[6:] for ln in ev.split(b"\n") if ln.startswith(b"data: ")]
+                    if data:
+                        return time.time(), b"\n".join(data).decode()
+            left = deadline - time.time()
+            if left <= 0 or self.closed or not self._fill(left):
+                if self.closed or left <= 0:
+                    return None
+
+    def wait_closed(self, timeout):
+        deadline = time.time() + timeout
+        while not self.closed and time.time() < deadline:
+            self._fill(deadline - time.time())
+        return self.closed
+
+    def close(self):
+        self.s.close()
+
+
+def check_stream(port, pid):
+    s = Stream(port, "?interval_ms=100")
+    evs = [s.event() for _ in range(5)]
+    s.close()
+    got = [e for e in evs if e]
+    check(len(got) == 5, "/api/stream?interval_ms=100: 5 events (got %d)" % len(got))
+    check(s.head is not None and b"200 OK" in s.head.split(b"\r\n")[0] and
+          b"content-type: text/event-stream" in s.head.lower(),
+          "/api/stream: 200 text/event-stream (head %r)" % (s.head or b"")[:120])
+    parsed = []
+    for _, data in got:
+        try:
+            parsed.append(json.loads(data))
+        except ValueError:
+            pass
+    check(len(parsed) == len(got) and all(j["schema"] == "memlive.snapshot/1" and
+                                          j["pid"] == pid for j in parsed),
+          "/api/stream: every event is a memlive.snapshot/1 of pid %d" % pid)
+    if len(got) == 5:
+        gaps = [b[0] - a[0] for a, b in zip(got[1:], got[2:])]  # the first comes at once
+        mean = sum(gaps) / len(gaps)
+        print("      stream gaps at 100 ms: %s" % ["%.0f ms" % (g * 1000) for g in gaps])
+        check(0.06 <= mean <= 0.3, "/api/stream: events about 100 ms apart (mean %.0f ms)" %
+              (mean * 1000))
+    if len(parsed) >= 3:
+        check(parsed[-1]["taken_ns"] > parsed[1]["taken_ns"],
+              "/api/stream: samples are fresh (taken_ns grows)")
+    s = Stream(port)
+    t0 = time.time()
+    evs = [s.event() for _ in range(3)]
+    took = time.time() - t0
+    s.close()
+    check(all(evs) and 0.25 <= took <= 1.5,
+          "/api/stream default interval 250 ms: 3 events in %.2f s (first at once)" % took)
+
+
+def start_app(app, port=0):
+    args = [app, "--port", str(port)] + ["%s:%d:%d:%d" % p for p in PLAN]
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    return p, line
+
+
+def command(p, cmd, answers=1):
+    p.stdin.write(cmd + "\n")
+    p.stdin.flush()
+    return [p.stdout.readline().rstrip("\n") for _ in range(answers)]
+
+
+def cmd_inprocess(app):
+    p, line = start_app(app)
+    try:
+        if not check(len(line) == 3 and line[0] == "ready", "memlive_http_app ready (%s)" % line):
+            return
+        port, pid = int(line[1]), int(line[2])
+        check(port > 0 and pid == p.pid, "start({port=0}) bound port %d" % port)
+        st, _, snap = get_json(port, "/api/snapshot")
+        want = cli_test.expected(snap["class_sizes"]) if snap else {}
+        check_endpoints(port, pid, want)
+        check_options(port, "the ticker thread reaches slow paths")
+        check_malformed(port)
+        check_stream(port, pid)
+        check_endpoints(port, pid, want)  # still serving, same numbers
+
+        ans = command(p, "again")[0]
+        check(ans.startswith("again 4 "), "start() twice: already_running error value (%s)" % ans)
+        ans = command(p, "second")[0]
+        check(ans.startswith("second 1 ") and "in use" in ans,
+              "second server on port %d: port_in_use error value (%s)" % (port, ans))
+        p2, line2 = start_app(app, port)
+        rc2 = p2.wait(timeout=TIMEOUT)
+        check(rc2 == 3 and line2[:2] == ["start-failed", "1"],
+              "another process's start() on port %d: port_in_use, no crash (%d %s)" %
+              (port, rc2, line2))
+        check(request(port, "GET", "/healthz")[0] == 200, "first server still serving")
+
+        clients = [Stream(port, "?interval_ms=50"), Stream(port, "?interval_ms=50")]
+        check(all(c.event() for c in clients), "two stream clients connected")
+        ans = command(p, "stop", 2)
+        ms = float(ans[0].split()[1]) if ans[0].startswith("stopped ") else 1e9
+        print("      memlive::stop() with 2 stream clients: %.1f ms" % ms)
+        check(ms < 1500, "stop() with 2 stream clients returns in < 1.5 s (%.1f ms)" % ms)
+        check(ans[1] == "port-after-stop 0", "port() is 0 after stop() (%s)" % ans[1])
+        check(all(c.wait_closed(3) for c in clients), "stream clients see the end of the stream")
+        for c in clients:
+            c.close()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            refused = False
+        except OSError:
+            refused = True
+        check(refused, "port %d refuses connections after stop()" % port)
+        p.stdin.write("quit\n")
+        p.stdin.close()
+        check(p.wait(timeout=TIMEOUT) == 0, "memlive_http_app exits 0")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def start_serve(ml, pid, port):
+    p = subprocess.Popen([ml, "serve", "--pid", str(pid), "--port", str(port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
+    return p, (int(m.group(1)) if m else None), line
+
+
+def cmd_serve(ml, wl):
+    w = cli_test.Workload(wl)
+    p = None
+    try:
+        p, port, line = start_serve(ml, w.pid, 0)
+        if not check(port, "memlive serve --port 0 prints its URL (%r)" % line):
+            return
+        st, _, snap = get_json(port, "/api/snapshot")
+        check(st == 200 and snap and snap["pid"] == w.pid, "serve: /api/snapshot of pid %d" % w.pid)
+        want = cli_test.expected(snap["class_sizes"]) if snap else {}
+        check_endpoints(port, w.pid, want)
+        check_options(port, "the workload's ticker reaches slow paths")
+        check_stream(port, w.pid)
+
+        r = subprocess.run([ml, "serve", "--pid", str(w.pid), "--port", str(port)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        check(r.returncode == 8 and "in use" in r.stderr,
+              "serve on a taken port: exit 8, 'in use' (got %d: %s)" % (r.returncode,
+                                                                       r.stderr.strip()))
+        check(request(port, "GET", "/healthz")[0] == 200, "the first serve still serves")
+
+        check(w.stop() == 0, "workload exits 0")
+        line = p.stdout.readline()
+        check("exited; still serving its last state" in line,
+              "serve reports the process's exit (%r)" % line)
+        st, _, last = get_json(port, "/api/snapshot")
+        check(st == 200 and last and last["pid"] == w.pid,
+              "serve: the last state is still served after the exit (%d)" % st)
+        st, _, h = get_json(port, "/healthz")
+        check(st == 200 and h and h["alive"] is False, "/healthz says alive false after the exit")
+        st, _, j = post(port, '{"page_recycle": 3}')
+        check(st == 409, "POST /api/options after the exit: 409 (got %d %s)" % (st, j))
+
+        s = Stream(port, "?interval_ms=50")
+        check(s.event() is not None, "a stream client connected before SIGTERM")
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=TIMEOUT)
+        took = time.time() - t0
+        print("      memlive serve stop on SIGTERM with a stream client: %.0f ms" % (took * 1000))
+        check(rc == 0 and took < 1.5, "SIGTERM: serve exits 0 in < 1.5 s (%d, %.2f s)" %
+              (rc, took))
+        check(s.wait_closed(3), "the stream client sees the end")
+        s.close()
+    finally:
+        w.kill()
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memlive", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--app", required=True)
+    ap.add_argument("what", choices=["inprocess", "serve"])
+    a = ap.parse_args()
+    if a.what == "inprocess":
+        cmd_inprocess(a.app)
+    else:
+        cmd_serve(a.memlive, a.workload)
+    if failures:
+        print("\n%d check(s) failed:" % len(failures))
+        for f in failures:
+            print("  " + f)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
