@@ -16,11 +16,15 @@ import csv
 import datetime
 import hashlib
 import os
+import http.client
 import re
+import select
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,6 +39,11 @@ ALLOCATORS = [
     # yet, so today this column should match `livealloc` within noise. When profiling lands, the
     # ratio livealloc+profile / livealloc in summary.csv is the price of the telemetry.
     {"name": "livealloc+profile", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"}},
+    # The cost of observing live: the same again, with `memlive serve` attached to the workload
+    # and one client reading its 10 Hz /api/stream for the whole run (class Observer). Only for
+    # the cases observed() selects; each run adds the metric `observer_events` (events received).
+    {"name": "livealloc+memlive", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"},
+     "observer": "{build}/memlive/memlive"},
     {"name": "mimalloc", "lib": LIBDIR + "/libmimalloc.so.2", "env": {}},
     {"name": "jemalloc", "lib": LIBDIR + "/libjemalloc.so.2", "env": {}},
     {"name": "tcmalloc", "lib": LIBDIR + "/libtcmalloc_minimal.so.4", "env": {}},
@@ -63,6 +72,35 @@ CASES = (
     + [{"workload": "true", "kind": "true", "args": []}]
 )
 
+# The livealloc+memlive column runs only our own benchmark binaries (kind "bench": the python3 and
+# /bin/true cases go through bench_spawn, whose child has another pid), and only the cases whose
+# process runs long enough for a 10 Hz stream to see it: at least OBSERVE_MIN_S. Wall seconds of
+# one process at scale 1 under livealloc on the 2-core reference machine (2026-11, load ~7); a full
+# run with --scale F observes the cases with seconds * F >= OBSERVE_MIN_S, a smoke run those of
+# scale 1 (with tiny sizes, so only the machinery is tested).
+OBSERVE_MIN_S = 0.3
+CASE_SECONDS = {
+    "fastpath size=16": 0.29, "fastpath size=64": 0.16, "fastpath size=256": 0.14,
+    "fastpath size=1024": 0.15, "fastpath size=4096": 0.20, "fastpath size=16384": 0.25,
+    "fastpath size=65536": 0.25, "fastpath size=mixed": 0.11,
+    "crossthread mode=pc threads=1": 0.13, "crossthread mode=pc threads=2": 0.16,
+    "crossthread mode=pc threads=4": 0.20, "crossthread mode=a2a threads=1": 0.13,
+    "crossthread mode=a2a threads=2": 0.15, "crossthread mode=a2a threads=4": 0.25,
+    "thread_churn": 0.68, "realloc_growth": 0.21, "large_blocks": 0.54,
+    "vector_push elem=small threads=1": 0.19, "vector_push elem=small threads=4": 0.19,
+    "vector_push elem=medium threads=1": 0.12, "vector_push elem=medium threads=4": 0.12,
+    "vector_push elem=large threads=1": 0.22, "vector_push elem=large threads=4": 0.21,
+    "sizeclass_xthread threads=2": 0.12, "sizeclass_xthread threads=4": 0.27, "fragmentation": 0.22,
+}
+
+
+def observed(case, args):
+    scale = 1.0 if args.smoke else args.scale
+    return case["kind"] == "bench" and CASE_SECONDS.get(case_label(case), 0) * scale >= OBSERVE_MIN_S
+
+
+OBSERVER_INTERVAL_MS = 100  # 10 Hz
+
 RESULT_RE = re.compile(r"^RESULT (.*)$")
 FIELDS = ["rep", "allocator", "workload", "case", "threads", "metric", "value", "unit"]
 
@@ -75,7 +113,7 @@ def better(metric):
     """Which direction is good for a metric: 'higher', 'lower', or 'none' (a fact, not a score)."""
     if metric.endswith("per_s"):
         return "higher"
-    if metric in ("live", "bytes_built", "timer_overhead"):
+    if metric in ("live", "bytes_built", "timer_overhead", "observer_events"):
         return "none"
     return "lower"
 
@@ -135,6 +173,12 @@ def header_lines(args, allocators, notes):
         "load average at start: " + loadavg(),
         "allocators: " + ", ".join("%s=%s" % (a["name"], a["path"] or "(no preload)") for a in allocators),
     ]
+    for a in allocators:
+        if a.get("memlive"):
+            lines.append("%s: observed by `%s serve --pid PID --port 0 --interval %d`, one client on "
+                         "/api/stream?interval_ms=%d; only these cases: %s" % (
+                             a["name"], a["memlive"], OBSERVER_INTERVAL_MS, OBSERVER_INTERVAL_MS,
+                             "; ".join(case_label(c) for c in CASES if observed(c, args)) or "none"))
     # No commit may describe the library under test (work in progress): identify it by content.
     for a in allocators:
         if a["name"] == "livealloc":
@@ -152,18 +196,149 @@ def header_lines(args, allocators, notes):
 # ---------------------------------------------------------------------------------------------
 # One run.
 
-def run_process(argv, env, timeout, cwd):
-    """Runs argv; returns (status, stdout, stderr), status None when it exited with 0."""
+class ObserverError(Exception):
+    pass
+
+
+class Observer:
+    """`memlive serve --pid PID --port 0` plus one client on GET /api/stream?interval_ms=100.
+
+    The workload (a bench binary started with BENCH_OBSERVER_FD, see bench_common.h) waits before
+    main() on a pipe; attach() waits for its telemetry segment, starts serve, connects the client
+    and releases the workload only once the first event has arrived. The events received until
+    the workload exits are the run's `observer_events`: the proof it was observed.
+    """
+
+    def __init__(self, memlive, cwd):
+        self.memlive, self.cwd = memlive, cwd
+        self.serve = None
+        self.conn = None
+        self.thread = None
+        self.events = 0
+        self.first = threading.Event()
+        self.stream_error = None  # why the stream ended, once it has
+        self.stream_done = threading.Event()
+        self.serve_out = ""
+
+    def attach(self, proc, gate_fd):
+        pid = proc.pid
+        seg = "/dev/shm/livealloc.%d" % pid
+        deadline = time.monotonic() + 2
+        while not os.path.exists(seg):
+            if proc.poll() is not None:
+                raise ObserverError("the workload exited before its telemetry segment %s appeared" % seg)
+            if time.monotonic() > deadline:
+                raise ObserverError("no telemetry segment %s within 2 s (LIVEALLOC_PROFILE=1 ignored?)" % seg)
+            time.sleep(0.002)
+        argv = [self.memlive, "serve", "--pid", str(pid), "--port", "0",
+                "--interval", str(OBSERVER_INTERVAL_MS)]
+        self.serve = subprocess.Popen(argv, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      start_new_session=True)
+        line = b""
+        deadline = time.monotonic() + 5
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.serve.stdout], [], [], left)[0]:
+                raise ObserverError("`%s` printed no URL within 5 s" % " ".join(argv))
+            chunk = os.read(self.serve.stdout.fileno(), 1)
+            if not chunk:
+                self.serve.wait()
+                raise ObserverError("`%s` exited with code %s: %s" % (
+                    " ".join(argv), self.serve.returncode, self.serve.stderr.read().decode(errors="replace").strip()))
+            line += chunk
+        self.serve_out = line.decode(errors="replace").strip()
+        m = re.search(r"http://[^/\s]+:(\d+)/", self.serve_out)
+        if not m:
+            raise ObserverError("cannot read the port from memlive serve: %r" % self.serve_out)
+        port = int(m.group(1))
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        self.conn.request("GET", "/api/stream?interval_ms=%d" % OBSERVER_INTERVAL_MS)
+        resp = self.conn.getresponse()
+        if resp.status != 200:
+            raise ObserverError("GET /api/stream on port %d: HTTP %d %s" % (port, resp.status, resp.read(200)))
+        self.thread = threading.Thread(target=self._read, args=(resp,), daemon=True)
+        self.thread.start()
+        if not self.first.wait(3):
+            raise ObserverError("no event on /api/stream within 3 s (%s)" % (self.stream_error or "stream open"))
+        os.write(gate_fd, b"g")  # the workload may start
+
+    def _read(self, resp):
+        try:
+            while True:
+                line = resp.readline()
+                if not line:
+                    self.stream_error = "the server closed the stream"
+                    break
+                if line.startswith(b"data:"):
+                    self.events += 1
+                    self.first.set()
+        except (OSError, http.client.HTTPException) as e:
+            self.stream_error = "stream read failed: %s" % e
+        finally:
+            self.stream_done.set()
+
+    def finish(self):
+        """At the workload's exit: (events, None) or (events, why the observation broke)."""
+        events = self.events
+        problem = None
+        if self.stream_done.is_set():
+            problem = "the observer stopped before the workload ended (%s)" % self.stream_error
+        elif self.serve is not None and self.serve.poll() is not None:
+            problem = "memlive serve exited (code %s) before the workload ended" % self.serve.returncode
+        return events, problem
+
+    def stop(self):
+        if self.serve is not None and self.serve.poll() is None:
+            self.serve.send_signal(signal.SIGTERM)
+            try:
+                self.serve.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.serve.pid, signal.SIGKILL)
+                self.serve.wait()
+        if self.conn is not None:
+            self.conn.close()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        if self.serve is not None:
+            self.serve.stdout.close()
+            self.serve.stderr.close()
+
+
+def run_process(argv, env, timeout, cwd, observer=None):
+    """Runs argv; returns (status, stdout, stderr, observer_events), status None when it exited
+    with 0. With `observer` (memlive's path) the run is observed live (class Observer)."""
+    gate_r = gate_w = None
+    obs = None
+    if observer:
+        gate_r, gate_w = os.pipe()
+        env = dict(env, BENCH_OBSERVER_FD=str(gate_r))
     # Own session, so a timeout kills the whole group (bench_spawn and its child included).
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=(gate_r,) if observer else ())
+    events, status = None, None
+    if observer:
+        os.close(gate_r)
+        obs = Observer(observer, cwd)
+        try:
+            obs.attach(proc, gate_w)
+        except (ObserverError, OSError, http.client.HTTPException) as e:
+            status = "observer failed: %s" % e
+            os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            os.close(gate_w)  # the workload sees end of file if it was not released
     try:
         out, err = proc.communicate(timeout=timeout)
-        status = None
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        status = "timed out after %d s" % timeout
+        status = status or "timed out after %d s" % timeout
+    if obs is not None:
+        events, problem = obs.finish()
+        obs.stop()
+        seg = "/dev/shm/livealloc.%d" % proc.pid
+        if proc.returncode < 0 and os.path.exists(seg):  # killed: no exit handler unlinked it
+            os.unlink(seg)
+        status = status or (("observer failed: " + problem) if problem else None)
     stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
     if status is None and proc.returncode < 0:
         status = "killed by signal %s" % signal.Signals(-proc.returncode).name
@@ -173,7 +348,7 @@ def run_process(argv, env, timeout, cwd):
         status = "exit code %d" % proc.returncode
     if status is None and "cannot be preloaded" in stderr:
         status = "LD_PRELOAD ignored by ld.so"
-    return status, stdout, stderr
+    return status, stdout, stderr, events
 
 
 def parse_results(stdout):
@@ -199,12 +374,16 @@ def run_case(case, alloc, args, build_dir):
     if case["kind"] == "bench":
         exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
         argv = [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
-        status, stdout, stderr = run_process(argv, env, timeout, build_dir)
+        status, stdout, stderr, events = run_process(argv, env, timeout, build_dir, alloc.get("memlive"))
         rows = parse_results(stdout)
         if status is None:
             status = check_preload(stdout, alloc)
         if status is None and not rows:
             status = "printed no RESULT lines"
+        if status is None and events is not None:
+            main = next((r for r in rows if r["metric"] in ("ops_per_s", "threads_per_s", "time")), rows[0])
+            rows.append(result_row(main["workload"], main["case"], main["threads"], "observer_events",
+                                   events, "events"))
     else:
         # External programs go through bench_spawn, which reports each child's own peak RSS.
         spawn = os.path.join(build_dir, "benchmarks", "bench_spawn")
@@ -214,7 +393,7 @@ def run_case(case, alloc, args, build_dir):
         else:  # /bin/true: the cost of loading the allocator at all (start-up time, resident set)
             target, runs = ["/bin/true"], (3 if args.smoke else 20)
         argv = [spawn, str(runs)] + target
-        status, stdout, stderr = run_process(argv, env, timeout, build_dir)
+        status, stdout, stderr, _ = run_process(argv, env, timeout, build_dir)
         rows = parse_results(stdout)
         spawns = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in stdout.splitlines()
                   if l.startswith("SPAWN ")]
@@ -231,6 +410,8 @@ def run_case(case, alloc, args, build_dir):
         tail = " | ".join(stderr.strip().splitlines()[-3:])
         prefix = " ".join("%s=%s" % kv for kv in sorted(alloc["env"].items()))
         prefix += (" LD_PRELOAD=" + alloc["path"]) if alloc["path"] else ""
+        if alloc.get("memlive"):
+            prefix = "(observed by %s serve, stream at %d ms) %s" % (alloc["memlive"], OBSERVER_INTERVAL_MS, prefix)
         return rows, "%s: %s%s" % (status, (prefix + " " + " ".join(argv)).strip(),
                                    (" -- stderr: " + tail) if tail else "")
     return rows, None
@@ -270,7 +451,12 @@ def pick_allocators(args, build_dir, notes):
             notes.append("%s skipped: %s not found" % (a["name"], path))
             missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
             continue
-        chosen.append(dict(a, path=path))
+        memlive = os.path.abspath(a["observer"].format(build=build_dir)) if a.get("observer") else None
+        if memlive and not os.access(memlive, os.X_OK):
+            notes.append("%s skipped: %s not found (build target memlive)" % (a["name"], memlive))
+            missing_required |= args.require_livealloc
+            continue
+        chosen.append(dict(a, path=path, memlive=memlive))
     return chosen, missing_required
 
 
@@ -297,7 +483,10 @@ def cmd_run(args):
     facts = header_lines(args, allocators, notes)  # once, at the start: date and load belong to it
     failures = []
     all_rows = []
-    total = args.reps * len(cases) * len(allocators)
+    def applies(case, alloc):
+        return not alloc.get("memlive") or observed(case, args)
+
+    total = args.reps * sum(applies(c, a) for c in cases for a in allocators)
     done = 0
     started = time.monotonic()
     with open(raw_path, "w", newline="") as raw:
@@ -309,6 +498,8 @@ def cmd_run(args):
         for rep in range(1, args.reps + 1):
             for case in cases:
                 for alloc in allocators:
+                    if not applies(case, alloc):
+                        continue
                     done += 1
                     elapsed = time.monotonic() - started
                     eta = elapsed / (done - 1) * (total - done + 1) if done > 1 else 0

@@ -7,12 +7,14 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +26,36 @@
 #include <vector>
 
 namespace bench {
+
+// ---------------------------------------------------------------------------------------------
+// Observer gate, for the `livealloc+memlive` column of bench.py: with BENCH_OBSERVER_FD=N in the
+// environment, the binary waits before main() until the runner writes one byte to the inherited
+// pipe N, which it does once `memlive serve` is attached to this process and its client has
+// received the first streamed snapshot. So the whole run, set-up and timed section alike, is
+// observed. Without the variable (every other column) nothing happens. End of file or 10 s
+// without the byte: exit 4, never a run that silently goes unobserved.
+
+inline bool wait_for_observer() {
+  const char* fd_text = std::getenv("BENCH_OBSERVER_FD");
+  if (fd_text == nullptr || *fd_text == '\0') return false;
+  const int fd = std::atoi(fd_text);
+  pollfd p{fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&p, 1, 10'000);
+  } while (ready < 0 && errno == EINTR);
+  char byte = 0;
+  if (ready != 1 || read(fd, &byte, 1) != 1) {
+    std::fprintf(stderr, "OBSERVER: BENCH_OBSERVER_FD=%s: the runner never reported the observer "
+                         "attached (%s)\n", fd_text, ready == 1 ? "pipe closed" : "10 s timeout");
+    std::_Exit(4);
+  }
+  close(fd);
+  return true;
+}
+
+// Dynamic initialisation, before main() of every binary that includes this header.
+inline const bool observer_attached = wait_for_observer();
 
 // ---------------------------------------------------------------------------------------------
 // Arguments: every binary takes key=value pairs (threads=4 size=64 ...) plus --smoke, which

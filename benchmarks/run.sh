@@ -8,7 +8,8 @@
 # Options:
 #   --reps N             repetitions per allocator and workload (default 5; --smoke forces 1)
 #   --scale F            multiply iteration counts (full runs; default 1)
-#   --allocators LIST    comma list among glibc,livealloc,livealloc+profile,mimalloc,jemalloc,tcmalloc
+#   --allocators LIST    comma list among glibc,livealloc,livealloc+profile,livealloc+memlive,
+#                        mimalloc,jemalloc,tcmalloc
 #   --workloads LIST     comma list of workloads (bench.py list shows them)
 #   --build-dir DIR      CMake build directory (default <repo>/build)
 #   --no-build           use the binaries already in --build-dir (ctest does this)
@@ -66,6 +67,10 @@ if [[ $build == 1 ]]; then
   # (bench.py notes the missing library, and --require-livealloc turns that into a failure).
   if ! cmake --build "$build_dir" --target livealloc_preload; then
     echo "run.sh: note: livealloc_preload did not build; running without livealloc" >&2
+  fi
+  # memlive serve observes the livealloc+memlive column.
+  if ! cmake --build "$build_dir" --target memlive; then
+    echo "run.sh: note: memlive did not build; running without livealloc+memlive" >&2
   fi
 fi
 
