@@ -17,10 +17,10 @@
 //   counter_name(c), counter_is_gauge(c), kCounterHelp[c]   the names used by every format.
 //
 //   start(options), stop(), port()   the HTTP server on this process's own telemetry; and
-//   detail::server                   the same server on any segment (`memlive serve`).
+//   detail::server                   the same server on any segment (`memlive serve`, `run`).
 //                                    Endpoints and security: see "The HTTP server" below.
 //
-// Not yet here (later slices): capture hooks, /api/history, /api/baseline, the page (issue 6).
+// Not yet here (later slices): capture hooks, counting global new/delete, the page (issue 6).
 // Needs civetweb (libcivetweb-dev) and nlohmann-json (nlohmann-json3-dev).
 //
 // Compile-time switches: none yet. Every macro is MEMLIVE_-prefixed; helper macros are #undef'd at
@@ -74,6 +74,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -881,6 +882,20 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's).
 //                        Ticks fall on multiples of the interval of the monotonic clock, and
 //                        each tick's JSON is built once and shared by every client on it.
+//   GET  /api/history    ?seconds=N (1..kept, default 60 or what is kept): the samples of the
+//                        last N seconds as a JSON array of memlive.snapshot/1 objects, oldest
+//                        first. A sampler thread ("memlive-hist") takes one sample per stream
+//                        interval (the same shared JSON the stream sends) and keeps at most
+//                        kHistorySamples of them and at most kHistoryBytes of JSON (the oldest go
+//                        first): 600 x 250 ms = the last 2.5 minutes by default. Bad N -> 400.
+//   POST /api/baseline   body empty or {} records the current snapshot as the baseline;
+//                        {"clear":true} clears it (same checks as POST /api/options: Origin,
+//                        Content-Type, size). 200 {"ok":true,"baseline":true|false,"taken_ns":N}.
+//   DELETE /api/baseline clears it (Origin checked). GET /api/baseline {"baseline":bool,
+//                        "taken_ns":N}.
+//   GET  /api/snapshot?since=baseline   the snapshot with every cumulative counter replaced by
+//                        its growth since the baseline (see since_baseline()), plus the field
+//                        "baseline_taken_ns"; 409 when no baseline is set, 400 for another value.
 //   GET  /               a placeholder page (the live page is issue 6); GET /favicon.ico 204
 //   anything else        404 {"error","field":null}; a known path with another method 405.
 // Security: listens on 127.0.0.1 unless told otherwise; a Host header that is not
@@ -928,6 +943,8 @@ namespace detail {
 inline constexpr std::size_t kMaxBody = 64 * 1024;
 inline constexpr int kMinStreamMs = 50;
 inline constexpr int kMaxStreamMs = 60000;
+inline constexpr std::size_t kHistorySamples = 600;                // samples kept by /api/history
+inline constexpr std::size_t kHistoryBytes = 32u * 1024u * 1024u;  // and at most this much JSON
 
 inline std::uint64_t steady_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -1022,6 +1039,53 @@ inline options_request check_options_body(const std::string& body,
   return r;
 }
 
+inline std::uint64_t minus(std::uint64_t a, std::uint64_t b) {
+  return a > b ? a - b : 0;
+}
+
+// `now` with every cumulative counter replaced by its growth since `base` (gauges, names,
+// options and sizes as in `now`). Per class counter of a thread: minus the same slot's row in
+// `base` when the slot holds the same thread (incarnation and tid); a thread new since the base
+// keeps its full rows. The exited totals: minus base's exited totals and minus the rows of the
+// base's threads no longer in their slot (folded into the exited totals since), so the process
+// totals are exactly now - base. Per-thread and process call counts and the free matrix likewise.
+// Subtractions saturate at 0 (a torn read never gives a huge number).
+inline rd::snapshot since_baseline(const rd::snapshot& now, const rd::snapshot& base) {
+  rd::snapshot d = now;
+  auto sub_matrix = [](rd::counter_matrix& m, const rd::counter_matrix& b) {
+    for (unsigned c = 0; c < tl::kClassCount; ++c)
+      for (unsigned k = 0; k < tl::kCounterCount; ++k)
+        if (!counter_is_gauge(k)) m[c][k] = minus(m[c][k], b[c][k]);
+  };
+  for (rd::thread_view& t : d.threads) {
+    for (const rd::thread_view& b : base.threads) {
+      if (b.slot != t.slot || b.incarnation != t.incarnation || b.tid != t.tid) continue;
+      sub_matrix(t.counters, b.counters);
+      t.slow_paths = minus(t.slow_paths, b.slow_paths);
+      t.flushes = minus(t.flushes, b.flushes);
+      t.mmap_calls = minus(t.mmap_calls, b.mmap_calls);
+      t.munmap_calls = minus(t.munmap_calls, b.munmap_calls);
+      t.madvise_calls = minus(t.madvise_calls, b.madvise_calls);
+    }
+  }
+  sub_matrix(d.exited, base.exited);
+  for (const rd::thread_view& b : base.threads) {
+    bool present = false;
+    for (const rd::thread_view& t : now.threads)
+      present = present || (b.slot == t.slot && b.incarnation == t.incarnation && b.tid == t.tid);
+    if (!present) sub_matrix(d.exited, b.counters);
+  }
+  d.mmap_calls = minus(d.mmap_calls, base.mmap_calls);
+  d.munmap_calls = minus(d.munmap_calls, base.munmap_calls);
+  d.madvise_calls = minus(d.madvise_calls, base.madvise_calls);
+  d.purges = minus(d.purges, base.purges);
+  d.overflow_threads = minus(d.overflow_threads, base.overflow_threads);
+  if (d.slot_count == base.slot_count && d.matrix.size() == base.matrix.size())
+    for (std::size_t i = 0; i < d.matrix.size(); ++i)
+      d.matrix[i] = minus(d.matrix[i], base.matrix[i]);
+  return d;
+}
+
 class server {
  public:
   // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
@@ -1055,6 +1119,14 @@ class server {
   std::shared_ptr<const std::string> sample(std::uint64_t tick);
   bool take(rd::snapshot* s, std::string* error);
   static void send(mg_connection* conn, const response& r, bool head);
+  response history_response(const char* query);
+  response baseline_request(mg_connection* conn, const std::string& method);
+  response since_response(const char* query);
+  response read_json_body(mg_connection* conn, std::string* body);  // code 0: fine
+  void sampler();
+  std::size_t history_seconds() const {  // what the ring covers at the stream interval
+    return (kHistorySamples * static_cast<std::size_t>(opts_.stream_interval_ms) + 999) / 1000;
+  }
 
   std::unique_ptr<rd::segment> seg_;
   mg_context* ctx_ = nullptr;
@@ -1069,6 +1141,18 @@ class server {
   std::mutex sample_mutex_;  // the shared stream sample
   std::uint64_t sample_tick_ = 0;
   std::shared_ptr<const std::string> sample_json_;
+
+  struct history_entry {
+    std::uint64_t ms;  // steady_ms() when taken
+    std::shared_ptr<const std::string> json;
+  };
+  std::mutex history_mutex_;
+  std::deque<history_entry> history_;
+  std::size_t history_bytes_ = 0;
+  std::thread sampler_;
+
+  std::mutex baseline_mutex_;
+  std::unique_ptr<rd::snapshot> baseline_;  // null: none
 
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
@@ -1230,10 +1314,17 @@ inline int server::handle(mg_connection* conn) {
       send(conn, r, false);
       return r.code;
     }
+  } else if (path == "/api/baseline") {
+    allow = "GET, HEAD, POST, DELETE";
+    if (method == "POST" || method == "DELETE") {
+      r = baseline_request(conn, method);
+      send(conn, r, false);
+      return r.code;
+    }
   }
   const bool known = path == "/" || path == "/healthz" || path == "/api/snapshot" ||
                      path == "/metrics" || path == "/api/options" || path == "/api/stream" ||
-                     path == "/favicon.ico";
+                     path == "/favicon.ico" || path == "/api/history" || path == "/api/baseline";
   if (!known) {
     r.code = 404;
     r.body = json_error("no such endpoint: " + path, nullptr);
@@ -1254,6 +1345,12 @@ inline int server::handle(mg_connection* conn) {
     w.raw(",\"version\":\"");
     w.raw(version_string());
     w.raw("\"}");
+  } else if (path == "/api/snapshot" && ri->query_string) {
+    r = since_response(ri->query_string);
+  } else if (path == "/api/history") {
+    r = history_response(ri->query_string);
+  } else if (path == "/api/baseline") {
+    r = baseline_request(conn, "GET");
   } else if (path == "/api/snapshot" || path == "/api/stream") {
     r = snapshot_response();
     if (path == "/api/stream") r.type = "text/event-stream";
@@ -1285,8 +1382,40 @@ inline int server::handle(mg_connection* conn) {
   return r.code;
 }
 
-inline server::response server::post_options(mg_connection* conn) {
+// The checks every POST shares (Origin, Content-Type, length, size cap), then the body. On
+// success the response's code is 0; else it is the error to send.
+inline server::response server::read_json_body(mg_connection* conn, std::string* body) {
   const mg_request_info* ri = mg_get_request_info(conn);
+  response r;
+  r.code = 0;
+  auto error = [&](int code, const std::string& msg) {
+    r.code = code;
+    r.body = json_error(msg, nullptr);
+    return r;
+  };
+  if (!origin_allowed(mg_get_header(conn, "Origin")))
+    return error(403, "cross-origin requests may not change the server's state");
+  const char* type = mg_get_header(conn, "Content-Type");
+  if (!type || std::strncmp(type, "application/json", 16) != 0 ||
+      (type[16] != '\0' && type[16] != ';' && type[16] != ' '))
+    return error(415, "the body must be sent as Content-Type: application/json");
+  const char* te = mg_get_header(conn, "Transfer-Encoding");
+  if (ri->content_length > static_cast<long long>(kMaxBody))
+    return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");
+  if (ri->content_length < 0 && !(te && iequals(te, "chunked")))
+    return error(411, "a Content-Length is required");
+  char buf[4096];
+  for (;;) {
+    const int n = mg_read(conn, buf, sizeof buf);
+    if (n <= 0) break;
+    body->append(buf, static_cast<std::size_t>(n));
+    if (body->size() > kMaxBody)
+      return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");
+  }
+  return r;
+}
+
+inline server::response server::post_options(mg_connection* conn) {
   response r;
   r.code = 400;
   auto error = [&](int code, const std::string& msg, const std::string* field) {
@@ -1294,26 +1423,8 @@ inline server::response server::post_options(mg_connection* conn) {
     r.body = json_error(msg, field);
     return r;
   };
-  if (!origin_allowed(mg_get_header(conn, "Origin")))
-    return error(403, "cross-origin requests may not change options", nullptr);
-  const char* type = mg_get_header(conn, "Content-Type");
-  if (!type || std::strncmp(type, "application/json", 16) != 0 ||
-      (type[16] != '\0' && type[16] != ';' && type[16] != ' '))
-    return error(415, "the body must be sent as Content-Type: application/json", nullptr);
-  const char* te = mg_get_header(conn, "Transfer-Encoding");
-  if (ri->content_length > static_cast<long long>(kMaxBody))
-    return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes", nullptr);
-  if (ri->content_length < 0 && !(te && iequals(te, "chunked")))
-    return error(411, "a Content-Length is required", nullptr);
   std::string body;
-  char buf[4096];
-  for (;;) {
-    const int n = mg_read(conn, buf, sizeof buf);
-    if (n <= 0) break;
-    body.append(buf, static_cast<std::size_t>(n));
-    if (body.size() > kMaxBody)
-      return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes", nullptr);
-  }
+  if (response e = read_json_body(conn, &body); e.code != 0) return e;
   if (!seg_->writable())
     return error(403, "the segment is read-only to this server (another user's process?)", nullptr);
   // Checked and stored under one lock: two POSTs cannot interleave their values.
@@ -1345,6 +1456,179 @@ inline server::response server::post_options(mg_connection* conn) {
       w.num(req.values[i].value);
     }
     w.raw("}}");
+  }
+  return r;
+}
+
+// GET /api/history?seconds=N.
+inline server::response server::history_response(const char* query) {
+  response r;
+  const std::int64_t kept = static_cast<std::int64_t>(history_seconds());
+  std::int64_t seconds = std::min<std::int64_t>(60, kept);
+  char value[32];
+  const int n = query ? mg_get_var(query, std::strlen(query), "seconds", value, sizeof value) : -1;
+  if (n >= 0 || n == -2) {  // present (maybe empty), or too long to be a number
+    std::int64_t v = 0;
+    if (n < 0 || !parse_int(value, &v) || v < 1 || v > kept) {
+      r.code = 400;
+      const std::string field = "seconds";
+      r.body = json_error("seconds must be a whole number from 1 to " + std::to_string(kept) +
+                              " (the history kept at this stream interval)",
+                          &field);
+      return r;
+    }
+    seconds = v;
+  }
+  const std::uint64_t now = steady_ms();
+  const std::uint64_t from = now > std::uint64_t(seconds) * 1000 ? now - seconds * 1000 : 0;
+  std::vector<std::shared_ptr<const std::string>> picked;
+  {
+    std::lock_guard<std::mutex> lock(history_mutex_);
+    for (const history_entry& e : history_)
+      if (e.ms >= from) picked.push_back(e.json);
+  }
+  std::size_t bytes = 2;
+  for (const auto& j : picked) bytes += j->size() + 1;
+  r.body.reserve(bytes);
+  r.body += '[';
+  for (std::size_t i = 0; i < picked.size(); ++i) {
+    if (i) r.body += ',';
+    r.body += *picked[i];
+  }
+  r.body += ']';
+  return r;
+}
+
+// The sampler thread: one shared sample per stream interval into the history ring.
+inline void server::sampler() {
+  pthread_setname_np(pthread_self(), "memlive-hist");
+  const auto step = static_cast<std::uint64_t>(opts_.stream_interval_ms);
+  std::shared_ptr<const std::string> last;
+  while (!stopping_.load()) {
+    const std::uint64_t tick = steady_ms() / step * step;
+    std::shared_ptr<const std::string> json;
+    try {
+      json = sample(tick);
+      if (json && json != last) {
+        last = json;
+        std::lock_guard<std::mutex> lock(history_mutex_);
+        history_.push_back({steady_ms(), json});
+        history_bytes_ += json->size();
+        while (history_.size() > kHistorySamples ||
+               (history_bytes_ > kHistoryBytes && history_.size() > 1)) {
+          history_bytes_ -= history_.front().json->size();
+          history_.pop_front();
+        }
+      }
+    } catch (const std::exception&) {  // bad_alloc: skip this sample
+    }
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    const auto wake = std::chrono::steady_clock::time_point(std::chrono::milliseconds(tick + step));
+    if (stop_cv_.wait_until(lock, wake, [this] { return stopping_.load(); })) return;
+  }
+}
+
+// POST (record, or clear with {"clear":true}), DELETE (clear) and GET /api/baseline.
+inline server::response server::baseline_request(mg_connection* conn, const std::string& method) {
+  response r;
+  bool clear = method == "DELETE";
+  if (method == "POST") {
+    std::string body;
+    if (response e = read_json_body(conn, &body); e.code != 0) return e;
+    if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
+      const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+      bool ok = j.is_object();
+      if (ok) {
+        for (auto it = j.begin(); it != j.end() && ok; ++it)
+          ok = it.key() == "clear" && it.value().is_boolean();
+        if (ok && j.contains("clear")) clear = j["clear"].get<bool>();
+      }
+      if (!ok) {
+        r.code = 400;
+        const std::string field = "clear";
+        r.body = json_error("the body must be empty, {} or {\"clear\": true|false}",
+                            j.is_object() && !j.empty() ? &field : nullptr);
+        return r;
+      }
+    }
+  } else if (method == "DELETE" && !origin_allowed(mg_get_header(conn, "Origin"))) {
+    r.code = 403;
+    r.body = json_error("cross-origin requests may not change the server's state", nullptr);
+    return r;
+  }
+  std::uint64_t taken = 0;
+  bool set = false;
+  if (method == "GET") {
+    std::lock_guard<std::mutex> lock(baseline_mutex_);
+    set = baseline_ != nullptr;
+    taken = set ? baseline_->taken_ns : 0;
+  } else if (clear) {
+    std::lock_guard<std::mutex> lock(baseline_mutex_);
+    baseline_.reset();
+  } else {
+    auto s = std::make_unique<rd::snapshot>();
+    std::string err;
+    {
+      std::lock_guard<std::mutex> lock(seg_mutex_);
+      if (!take(s.get(), &err)) {
+        r.code = 503;
+        r.body = json_error("cannot read the segment: " + err, nullptr);
+        return r;
+      }
+    }
+    set = true;
+    taken = s->taken_ns;
+    std::lock_guard<std::mutex> lock(baseline_mutex_);
+    baseline_ = std::move(s);
+  }
+  {
+    writer w(r.body);  // scoped: its destructor trims r.body, before r is returned
+    w.raw(method == "GET" ? "{\"baseline\":" : "{\"ok\":true,\"baseline\":");
+    w.raw(set ? "true" : "false");
+    json_field(w, "taken_ns", taken);
+    w.ch('}');
+  }
+  return r;
+}
+
+// GET /api/snapshot?since=baseline (any other query: the plain snapshot).
+inline server::response server::since_response(const char* query) {
+  char value[32];
+  const int n = mg_get_var(query, std::strlen(query), "since", value, sizeof value);
+  if (n == -1) return snapshot_response();
+  response r;
+  const std::string field = "since";
+  if (n < 0 || std::strcmp(value, "baseline") != 0) {
+    r.code = 400;
+    r.body = json_error("since must be 'baseline'", &field);
+    return r;
+  }
+  rd::snapshot base;
+  {
+    std::lock_guard<std::mutex> lock(baseline_mutex_);
+    if (!baseline_) {
+      r.code = 409;
+      r.body = json_error("no baseline is set: POST /api/baseline first", &field);
+      return r;
+    }
+    base = *baseline_;
+  }
+  rd::snapshot now;
+  std::string err;
+  {
+    std::lock_guard<std::mutex> lock(seg_mutex_);
+    if (!take(&now, &err)) {
+      r.code = 503;
+      r.body = json_error("cannot read the segment: " + err, nullptr);
+      return r;
+    }
+  }
+  append_json(r.body, since_baseline(now, base));
+  r.body.pop_back();  // the closing brace
+  {
+    writer w(r.body);
+    json_field(w, "baseline_taken_ns", base.taken_ns);
+    w.ch('}');
   }
   return r;
 }
@@ -1492,6 +1776,12 @@ inline status server::start(const options& o) {
   }
   port_ = sp[0].port;
   started_ms_ = steady_ms();
+  try {
+    sampler_ = std::thread(&server::sampler, this);
+  } catch (const std::system_error& e) {
+    stop();
+    return fail(start_error::server, std::string("no history thread: ") + e.what());
+  }
   st.port = port_;
   return st;
 }
@@ -1503,6 +1793,7 @@ inline void server::stop() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
   // civetweb's accept thread polls its sockets with a 2 s quantum before it looks at its stop
   // flag; a connection wakes it at once. So connect to ourselves until mg_stop() is through.
   std::atomic<bool> stopped{false};

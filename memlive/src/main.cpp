@@ -1,12 +1,15 @@
-// memlive -- the command: list, snapshot, tune and record the telemetry of livealloc processes.
+// memlive -- the command: list, snapshot, tune, record, serve and run livealloc processes.
 // SPDX-License-Identifier: MIT
 //
 // Every verb reads /dev/shm/livealloc.<pid> through livealloc_reader.h and formats with memlive.h;
 // this file holds only argument parsing, the verbs' control flow and their messages.
 // Exit codes are memlive::error_kind (see usage()).
+#include <limits.h>
 #include <memlive.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +44,10 @@ constexpr const char* kUsage =
     "  serve --pid N [--host H] [--port P] [--interval MS]\n"
     "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
     "                                      default; port 0 picks a free one) until Ctrl-C\n"
-    "  run                                 not implemented yet in this version\n"
+    "  run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done] -- program args\n"
+    "                                      start the program with liblivealloc.so preloaded and\n"
+    "                                      profiling on, and serve it like serve (exit: its "
+    "status)\n"
     "\n"
     "  memlive --help | --version | <verb> --help\n"
     "\n"
@@ -54,7 +60,8 @@ constexpr const char* kUsage =
     "  5  permission denied (the segment belongs to another user)\n"
     "  6  version mismatch or malformed segment\n"
     "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n"
-    "  8  serve: the port is in use\n";
+    "  8  serve: the port is in use (run too)\n"
+    "  127  run: the program was not found (126: not executable)\n";
 
 constexpr const char* kListHelp =
     "usage: memlive list [--clean]\n"
@@ -97,6 +104,19 @@ constexpr const char* kServeHelp =
     "it says so and keeps serving its last state. Exit 8 when the port is in use. Tuning needs\n"
     "write access to the segment (the process's user); without it the options are read-only.\n";
 
+constexpr const char* kRunHelp =
+    "usage: memlive run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done]\n"
+    "                   -- program [args ...]\n"
+    "\n"
+    "Starts the program with LD_PRELOAD=<liblivealloc.so> (prepended to an existing LD_PRELOAD)\n"
+    "and LIVEALLOC_PROFILE=1, waits for its telemetry segment and serves it like `serve` at\n"
+    "http://H:P/ (printed). The library is PATH, else <build>/allocator/liblivealloc.so next to\n"
+    "this binary's directory (<build>/memlive/memlive). When the program exits, its status is\n"
+    "printed and its last state stays served until SIGINT/SIGTERM; --exit-when-done stops at\n"
+    "once instead. memlive then exits with the program's status (128+N if killed by signal N).\n"
+    "SIGINT/SIGTERM while the program runs is passed on to it. Exit 127: program not found;\n"
+    "126: not executable; 8: the port is in use (the program is not left running).\n";
+
 int usage_error(const std::string& msg, const char* help = nullptr) {
   std::fprintf(stderr, "memlive: %s\n", msg.c_str());
   std::fprintf(stderr, "%s", help ? help : "run 'memlive --help' for usage\n");
@@ -127,6 +147,9 @@ struct args {
   long long interval_ms = -1, count = -1, duration_s = -1;
   bool clean = false, help = false;
   std::vector<std::string> positional;
+  std::string lib;                   // run --lib
+  bool exit_when_done = false;       // run --exit-when-done
+  std::vector<std::string> program;  // run: after --
 };
 
 // Parses argv[first..] for `verb`, allowing the options in `allowed` (space-separated).
@@ -160,6 +183,10 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       a->clean = true;
       continue;
     }
+    if (arg == "--exit-when-done") {
+      a->exit_when_done = true;
+      continue;
+    }
     if (!inline_value) {
       if (i + 1 >= argc) {
         *error = "option " + arg + " needs a value";
@@ -188,6 +215,8 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         *error = "--port: '" + value + "' is not a port number from 0 to 65535";
         return false;
       }
+    } else if (arg == "--lib") {
+      a->lib = value;
     } else if (arg == "--dir") {
       a->dir = value;
     } else if (arg == "--out") {
@@ -516,6 +545,216 @@ int cmd_serve(const args& a) {
   return 0;
 }
 
+// The status memlive run exits with: the exit code, or 128 + the signal.
+int exit_code_of(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 1;
+}
+std::string describe_status(int wstatus) {
+  if (WIFSIGNALED(wstatus))
+    return "was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
+           strsignal(WTERMSIG(wstatus)) + ")";
+  return "exited with status " + std::to_string(exit_code_of(wstatus));
+}
+
+// The library to preload: --lib, else <dir of /proc/self/exe>/../allocator/liblivealloc.so.
+bool find_library(const std::string& given, std::string* out, std::string* error) {
+  std::string path = given;
+  if (path.empty()) {
+    char exe[PATH_MAX] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+      *error = std::string("cannot read /proc/self/exe: ") + strerror(errno);
+      return false;
+    }
+    std::string dir(exe, static_cast<std::size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));                                  // <build>/memlive
+    path = dir.substr(0, dir.rfind('/')) + "/allocator/liblivealloc.so";  // <build>/allocator
+  }
+  char real[PATH_MAX] = {};
+  if (!realpath(path.c_str(), real) || access(real, R_OK) != 0) {
+    *error = "cannot find the allocator library " + path + " (" + strerror(errno) +
+             "); build it, or give its path with --lib PATH";
+    return false;
+  }
+  *out = real;
+  return true;
+}
+
+// Ends the child: SIGTERM, then SIGKILL after 2 s. Returns its wait status.
+int end_child(pid_t pid) {
+  kill(pid, SIGTERM);
+  int ws = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(pid, &ws, WNOHANG) == pid) return ws;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &ws, 0);
+  return ws;
+}
+
+int cmd_run(const args& a) {
+  if (!a.positional.empty())
+    return usage_error("run: unexpected '" + a.positional[0] + "' (the program goes after --)",
+                       kRunHelp);
+  if (a.program.empty())
+    return usage_error("run: no program given (memlive run [options] -- program args)", kRunHelp);
+  memlive::options opts;
+  opts.host = a.host;
+  opts.port = static_cast<int>(a.port);
+  if (a.interval_ms >= 0) {
+    if (a.interval_ms < memlive::detail::kMinStreamMs ||
+        a.interval_ms > memlive::detail::kMaxStreamMs)
+      return usage_error("run: --interval must be from 50 to 60000 ms", kRunHelp);
+    opts.stream_interval_ms = static_cast<int>(a.interval_ms);
+  }
+  in_addr addr{};
+  if (!memlive::detail::parse_ipv4(opts.host, &addr))
+    return usage_error("run: host '" + opts.host + "' is not an IPv4 address (or localhost)",
+                       kRunHelp);
+  std::string lib, err;
+  if (!find_library(a.lib, &lib, &err)) return usage_error("run: " + err);
+  // A taken port is found before the program starts (and again by start(), below).
+  if (opts.port != 0 && memlive::detail::probe_bind(addr, opts.port) == EADDRINUSE)
+    return fail(error_kind::port_in_use, "run: port " + std::to_string(opts.port) + " on " +
+                                             opts.host +
+                                             " is in use; choose another with --port "
+                                             "(0: any free port)");
+
+  // The environment: ours, LD_PRELOAD with the library first, LIVEALLOC_PROFILE=1.
+  std::vector<std::string> env;
+  std::string preload = "LD_PRELOAD=" + lib;
+  for (char** e = environ; *e; ++e) {
+    const std::string v = *e;
+    if (v.compare(0, 11, "LD_PRELOAD=") == 0) {
+      if (v.size() > 11) preload += ":" + v.substr(11);
+    } else if (v.compare(0, 18, "LIVEALLOC_PROFILE=") != 0) {
+      env.push_back(v);
+    }
+  }
+  env.push_back(preload);
+  env.push_back("LIVEALLOC_PROFILE=1");
+  std::vector<char*> envp, argv;
+  for (std::string& v : env) envp.push_back(&v[0]);
+  envp.push_back(nullptr);
+  std::vector<std::string> prog = a.program;
+  for (std::string& v : prog) argv.push_back(&v[0]);
+  argv.push_back(nullptr);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return fail(static_cast<error_kind>(1), "run: pipe failed");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0)
+    return fail(static_cast<error_kind>(1), std::string("run: fork: ") + strerror(errno));
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGINT, &dfl, nullptr);
+    sigaction(SIGTERM, &dfl, nullptr);
+    close(fds[0]);
+    execvpe(argv[0], argv.data(), envp.data());
+    const int e = errno;
+    ssize_t w = write(fds[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  close(fds[1]);
+  int exec_errno = 0;
+  const ssize_t got = read(fds[0], &exec_errno, sizeof exec_errno);
+  close(fds[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    const bool missing = exec_errno == ENOENT;
+    std::fprintf(stderr, "memlive: run: cannot start '%s': %s\n", a.program[0].c_str(),
+                 missing ? "program not found" : strerror(exec_errno));
+    return missing ? 127 : 126;
+  }
+
+  // Wait for the program's segment.
+  std::unique_ptr<rd::segment> seg;
+  int ws = 0;
+  bool exited = false;
+  const std::uint64_t t0 = monotonic_ms();
+  bool hinted = false;
+  while (!seg) {
+    if (waitpid(pid, &ws, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (g_stop) {
+      ws = end_child(pid);
+      exited = true;
+      break;
+    }
+    memlive::open_result r = memlive::open_segment(pid, true, a.dir);
+    if (r.segment) {
+      seg = std::move(r.segment);
+      break;
+    }
+    if (!hinted && monotonic_ms() - t0 > 5000) {
+      hinted = true;
+      std::fprintf(stderr,
+                   "memlive: run: process %d publishes no segment yet (%s); still waiting\n", pid,
+                   r.error.c_str());
+    }
+    usleep(10000);
+  }
+  if (!seg) {
+    std::printf("memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
+                pid, a.program[0].c_str(), describe_status(ws).c_str());
+    std::fflush(stdout);
+    return exit_code_of(ws);
+  }
+
+  memlive::detail::server srv(std::move(seg));
+  const memlive::status st = srv.start(opts);
+  if (!st) {
+    end_child(pid);
+    if (st.error == memlive::start_error::port_in_use)
+      return fail(error_kind::port_in_use,
+                  "run: " + st.message + "; choose another with --port (0: any free port)");
+    return fail(static_cast<error_kind>(1), "run: " + st.message);
+  }
+  std::printf("memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
+              a.program[0].c_str(), opts.host.c_str(), st.port);
+  std::fflush(stdout);
+  while (!exited) {
+    if (waitpid(pid, &ws, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (g_stop) {  // passed on to the program; then we stop with it
+      ws = end_child(pid);
+      exited = true;
+      break;
+    }
+    usleep(20000);
+  }
+  std::printf("memlive: process %d (%s) %s\n", pid, a.program[0].c_str(),
+              describe_status(ws).c_str());
+  if (!a.exit_when_done && !g_stop) {
+    std::printf("memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",
+                opts.host.c_str(), st.port);
+    std::fflush(stdout);
+    while (!g_stop) sleep_until(monotonic_ms() + 100);
+  }
+  std::fflush(stdout);
+  srv.stop();
+  std::printf("memlive: stopped\n");
+  return exit_code_of(ws);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -542,16 +781,21 @@ int main(int argc, char** argv) {
       {"tune", "--pid", kTuneHelp, cmd_tune},
       {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
       {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
+      {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},
   };
-  if (verb == "run") {
-    std::fprintf(stderr, "memlive %s: not implemented yet in this version\n", verb.c_str());
-    return static_cast<int>(error_kind::usage);
-  }
   for (const verb_info& v : kVerbs) {
     if (verb != v.name) continue;
     args a;
     std::string err;
-    if (!parse_args(argc, argv, 2, v.options, &a, &err)) {
+    int end = argc;  // run: the program's command line follows "--"
+    if (verb == "run")
+      for (int i = 2; i < argc; ++i)
+        if (std::strcmp(argv[i], "--") == 0) {
+          end = i;
+          for (int k = i + 1; k < argc; ++k) a.program.push_back(argv[k]);
+          break;
+        }
+    if (!parse_args(end, argv, 2, v.options, &a, &err)) {
       std::fprintf(stderr, "memlive %s: %s\n%s", v.name, err.c_str(), v.help);
       return static_cast<int>(error_kind::usage);
     }

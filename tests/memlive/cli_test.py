@@ -358,7 +358,13 @@ def check_errors(ml, workload_pid, tmp):
          "from 50 to 60000"),
         (["serve", "--pid", str(workload_pid), "--port", "0", "--host", "nohost"],
          "not an IPv4 address"),
-        (["run", "--", "true"], "not implemented yet in this version"),
+        (["run"], "no program given"),
+        (["run", "--port", "0", "--"], "no program given"),
+        (["run", "--port", "0", "--interval", "20", "--", "true"], "from 50 to 60000"),
+        (["run", "--port", "0", "--host", "nohost", "--", "true"], "not an IPv4 address"),
+        (["run", "--port", "0", "--lib", "/nonexistent/liblivealloc.so", "--", "true"],
+         "--lib PATH"),
+        (["run", "--port", "0", "true"], "the program goes after --"),
     ]
     for args, says in usage:
         r = run([ml] + args)
@@ -368,7 +374,7 @@ def check_errors(ml, workload_pid, tmp):
     check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout
           and "8  serve: the port is in use" in r.stdout,
           "--help lists the exit codes")
-    for verb in ("list", "snapshot", "tune", "record", "serve"):
+    for verb in ("list", "snapshot", "tune", "record", "serve", "run"):
         r = run([ml, verb, "--help"])
         check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
               "%s --help" % verb)

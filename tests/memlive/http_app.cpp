@@ -11,6 +11,8 @@
 //   stop    memlive::stop(), timed: prints "stopped <ms>" (and "port-after-stop <port()>")
 //   again   memlive::start() a second time while running: prints "again <error> <message>"
 //   second  a second detail::server on the same port: prints "second <error> <message>"
+//   alloc NAME SIZE COUNT   a new thread named NAME allocates COUNT blocks of SIZE bytes and
+//           keeps them until quit; prints "allocated" when done
 //   quit    (or end of input) stops the threads and exits 0
 #include <livealloc.h>
 #include <memlive.h>
@@ -127,6 +129,19 @@ int main(int argc, char** argv) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::printf("stopped %.1f\nport-after-stop %d\n", ms, memlive::port());
+    } else if (line.compare(0, 6, "alloc ") == 0) {
+      char name[16] = {};
+      std::size_t size = 0, count = 0;
+      if (std::sscanf(line.c_str() + 6, "%15s %zu %zu", name, &size, &count) != 3) {
+        std::printf("bad alloc command\n");
+      } else {
+        threads.emplace_back(worker, std::string(name),
+                             std::vector<entry>{entry{name, size, count, 0}});
+        const int want = static_cast<int>(plans.size()) + 1;
+        while (g_done.load() < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        plans.push_back({name, {}});
+        std::printf("allocated\n");
+      }
     } else if (line == "again") {
       memlive::options o = opts;
       o.quiet = true;

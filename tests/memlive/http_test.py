@@ -336,6 +336,105 @@ def check_stream(port, pid):
           "/api/stream default interval 250 ms: 3 events in %.2f s (first at once)" % took)
 
 
+def check_history(port, pid):
+    time.sleep(1.2)  # the sampler takes one per 250 ms
+    st, h, j = get_json(port, "/api/history")
+    ok = st == 200 and h.get("content-type") == JSON_TYPE and isinstance(j, list)
+    check(ok and len(j) >= 3, "/api/history: 200 json array of >= 3 samples (got %d, %s)" %
+          (st, len(j) if ok else j))
+    if ok and j:
+        check(all(s["schema"] == "memlive.snapshot/1" and s["pid"] == pid for s in j),
+              "/api/history: memlive.snapshot/1 samples of pid %d" % pid)
+        ts = [s["taken_ns"] for s in j]
+        check(ts == sorted(ts) and len(set(ts)) == len(ts), "/api/history: oldest first")
+        check(len(j) <= 600, "/api/history: at most 600 samples")
+    st, _, j1 = get_json(port, "/api/history?seconds=1")
+    check(st == 200 and isinstance(j1, list) and 1 <= len(j1) <= 6,
+          "/api/history?seconds=1: 1..6 samples at 250 ms (got %d, %s)" %
+          (st, len(j1) if isinstance(j1, list) else j1))
+    st, _, j = get_json(port, "/api/history?seconds=150")
+    check(st == 200 and isinstance(j, list), "/api/history?seconds=150 (all kept): 200")
+    for bad in ("0", "-1", "abc", "151", "1.5", "", "99999999999999999999999"):
+        st, h, j = get_json(port, "/api/history?seconds=" + bad)
+        check(st == 400 and j and j.get("field") == "seconds",
+              "/api/history?seconds=%s: 400 json field seconds (got %d %s)" % (bad, st, j))
+
+
+def post_baseline(port, body="", headers=None, method="POST"):
+    hs = {"Content-Type": "application/json"}
+    hs.update(headers or {})
+    st, h, b = request(port, method, "/api/baseline", body if method == "POST" else None, hs)
+    try:
+        return st, json.loads(b)
+    except ValueError:
+        return st, None
+
+
+def check_baseline(port, p):
+    st, _, j = get_json(port, "/api/snapshot?since=baseline")
+    check(st == 409 and j and j.get("field") == "since",
+          "snapshot?since=baseline without a baseline: 409 (got %d)" % st)
+    st, _, j = get_json(port, "/api/snapshot?since=yesterday")
+    check(st == 400 and j and j.get("field") == "since", "snapshot?since=yesterday: 400")
+    for what, body, hs, want in [
+            ("foreign Origin", "", {"Origin": "http://evil.example"}, 403),
+            ("form content type", "", {"Content-Type": "text/plain"}, 415),
+            ("huge body", " " * (70 * 1024), {}, 413),
+            ("bad body", '{"clear": 1}', {}, 400),
+            ("unknown field", '{"reset": true}', {}, 400),
+            ("malformed", '{"clear": ', {}, 400)]:
+        st, j = post_baseline(port, body, hs)
+        check(st == want and j and "error" in j, "POST /api/baseline %s: %d (got %d %s)" %
+              (what, want, st, j))
+        st, _, j = get_json(port, "/api/baseline")
+        check(st == 200 and j == {"baseline": False, "taken_ns": 0},
+              "after POST /api/baseline %s: no baseline (%s)" % (what, j))
+    st, j = post_baseline(port, "", {"Origin": "http://127.0.0.1:%d" % port})
+    check(st == 200 and j and j["ok"] is True and j["baseline"] is True and j["taken_ns"] > 0,
+          "POST /api/baseline (empty body, same Origin): 200 baseline true (%d %s)" % (st, j))
+    base_ns = (j or {}).get("taken_ns")
+    st, _, j = get_json(port, "/api/baseline")
+    check(st == 200 and j == {"baseline": True, "taken_ns": base_ns}, "GET /api/baseline (%s)" % j)
+    st, _, snap = get_json(port, "/api/snapshot")
+    size, count = 100, 37
+    ans = command(p, "alloc extra %d %d" % (size, count))
+    check(ans == ["allocated"], "http_app allocated %d more blocks (%s)" % (count, ans))
+    st, h, d = get_json(port, "/api/snapshot?since=baseline")
+    if not check(st == 200 and d and d["schema"] == "memlive.snapshot/1" and
+                 d["baseline_taken_ns"] == base_ns,
+                 "snapshot?since=baseline: 200 snapshot with baseline_taken_ns (%d)" % st):
+        return
+    cls = cli_test.class_of(size, d["class_sizes"])
+    ia, ir = d["counters"].index("allocs"), d["counters"].index("requested_bytes")
+    rows = [(t["name"], r) for t in d["threads"] for r in t["classes"]] + \
+        [("<exited>", r) for r in d["exited"]]
+    total = sum(r[1 + ia] for _, r in rows if r[0] == cls)
+    extra = [r for n, r in rows if n == "extra" and r[0] == cls]
+    check(total == count and extra and extra[0][1 + ia] == count and
+          extra[0][1 + ir] == size * count,
+          "since baseline: exactly %d allocs of class %d, all by 'extra', %d bytes (total %d, %s)"
+          % (count, cls, size * count, total, extra))
+    planned = {name for name, _, _, _ in PLAN}
+    moved = [(n, r[0], r[1 + ia]) for n, r in rows if n in planned and r[1 + ia] != 0]
+    check(not moved, "since baseline: the planned threads allocated nothing more (%s)" % moved)
+    st, _, now = get_json(port, "/api/snapshot")
+    full = [r for t in now["threads"] if t["name"] == "extra" for r in t["classes"]
+            if r[0] == cls]
+    check(full and full[0][1 + ia] == count, "the counters themselves are not reset")
+    st, j = post_baseline(port, '{"clear": true}')
+    check(st == 200 and j and j["baseline"] is False, "POST {\"clear\":true}: cleared (%s)" % j)
+    check(get_json(port, "/api/snapshot?since=baseline")[0] == 409, "after clear: 409")
+    st, j = post_baseline(port, "{}")
+    check(st == 200 and j and j["baseline"] is True, "POST {}: baseline set again")
+    st, j = post_baseline(port, method="DELETE", headers={"Origin": "http://evil.example"})
+    check(st == 403, "DELETE /api/baseline from a foreign Origin: 403 (got %d)" % st)
+    check(get_json(port, "/api/baseline")[2]["baseline"] is True, "  and the baseline is kept")
+    st, j = post_baseline(port, method="DELETE")
+    check(st == 200 and j and j["baseline"] is False, "DELETE /api/baseline: cleared (%s)" % j)
+    st, h, _ = request(port, "PUT", "/api/baseline", b"")
+    check(st == 405 and "DELETE" in h.get("allow", ""), "PUT /api/baseline: 405 (%d)" % st)
+
+
 def start_app(app, port=0):
     args = [app, "--port", str(port)] + ["%s:%d:%d:%d" % p for p in PLAN]
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -363,6 +462,8 @@ def cmd_inprocess(app):
         check_malformed(port)
         check_stream(port, pid)
         check_endpoints(port, pid, want)  # still serving, same numbers
+        check_history(port, pid)
+        check_baseline(port, p)
 
         ans = command(p, "again")[0]
         check(ans.startswith("again 4 "), "start() twice: already_running error value (%s)" % ans)
@@ -422,6 +523,7 @@ def cmd_serve(ml, wl):
         check_endpoints(port, w.pid, want)
         check_options(port, "the workload's ticker reaches slow paths")
         check_stream(port, w.pid)
+        check_history(port, w.pid)
 
         r = subprocess.run([ml, "serve", "--pid", str(w.pid), "--port", str(port)],
                            capture_output=True, text=True, timeout=TIMEOUT)
@@ -460,15 +562,178 @@ def cmd_serve(ml, wl):
             p.wait()
 
 
+def read_until(p, pattern, timeout=TIMEOUT):
+    """Lines of p.stdout until one matches pattern: (match or None, lines read). Reads the raw
+    fd (a buffered readline would hide lines already read from select)."""
+    lines = []
+    fd = p.stdout.fileno()
+    buf = getattr(p, "_ml_buf", b"")
+    deadline = time.time() + timeout
+    try:
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                lines.append(line.decode(errors="replace"))
+                m = re.search(pattern, lines[-1])
+                if m:
+                    return m, lines
+            left = deadline - time.time()
+            r, _, _ = select.select([fd], [], [], max(left, 0))
+            if not r:
+                return None, lines
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None, lines
+            buf += chunk
+    finally:
+        p._ml_buf = buf
+
+
+def cmd_run_errors(ml):
+    r = subprocess.run([ml, "run", "--port", "0", "--", "true"], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    check(r.returncode == 2 and "liblivealloc.so" in r.stderr and "--lib PATH" in r.stderr,
+          "run without the library: exit 2 naming it and --lib (got %d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    r = subprocess.run([ml, "run", "--port", "0", "--lib", "/dev/null", "--",
+                        "/nonexistent/program-xyz"], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    check(r.returncode == 127 and "not found" in r.stderr,
+          "run of a missing program: exit 127 (got %d: %s)" % (r.returncode, r.stderr.strip()))
+
+
+def cmd_run(ml, target):
+    env = dict(os.environ, LD_PRELOAD="")
+    p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "100", "--exit-when-done", "--",
+                          target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env)
+    try:
+        m, lines = read_until(p, r"serving process (\d+) \(.*\) at http://127\.0\.0\.1:(\d+)/")
+        if not check(m, "memlive run prints the URL (%s)" % lines):
+            return
+        pid, port = int(m.group(1)), int(m.group(2))
+        st, _, snap = get_json(port, "/api/snapshot")
+        check(st == 200 and snap and snap["pid"] == pid and snap["alive"] is True,
+              "run: /api/snapshot of the running program, pid %d (%d)" % (pid, st))
+        if snap:
+            env_of = open("/proc/%d/environ" % pid, "rb").read().split(b"\0")
+            check(b"LIVEALLOC_PROFILE=1" in env_of and
+                  any(e.startswith(b"LD_PRELOAD=/") and e.endswith(b"/liblivealloc.so")
+                      for e in env_of),
+                  "run: the program has LIVEALLOC_PROFILE=1 and an absolute LD_PRELOAD")
+        st, j = post_baseline(port)
+        check(st == 200, "run: POST /api/baseline (%d)" % st)
+        p.stdin.write("alloc 200 41\n")
+        p.stdin.flush()
+        m, lines = read_until(p, r"^allocated")
+        check(m, "the program allocated (%s)" % lines)
+        st, _, d = get_json(port, "/api/snapshot?since=baseline")
+        if check(st == 200 and d, "run: snapshot?since=baseline (%d)" % st):
+            cls = cli_test.class_of(200, d["class_sizes"])
+            ia = d["counters"].index("allocs")
+            total = sum(r[1 + ia] for t in d["threads"] for r in t["classes"] if r[0] == cls) + \
+                sum(r[1 + ia] for r in d["exited"] if r[0] == cls)
+            check(total == 41, "run: the program's 41 mallocs of 200 bytes seen since the "
+                  "baseline (class %d: %d)" % (cls, total))
+        time.sleep(0.5)
+        st, _, h = get_json(port, "/api/history?seconds=1")
+        check(st == 200 and isinstance(h, list) and len(h) >= 3,
+              "run: /api/history has samples at 100 ms (%s)" % (len(h) if isinstance(h, list)
+                                                                 else h))
+        p.stdin.write("exit 5\n")
+        p.stdin.flush()
+        rc = p.wait(timeout=TIMEOUT)
+        out = p._ml_buf.decode() + p.stdout.read()
+        check(rc == 5 and "exited with status 5" in out,
+              "run --exit-when-done: exits with the program's status 5 and says so (%d %r)" %
+              (rc, out))
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            refused = False
+        except OSError:
+            refused = True
+        check(refused, "run --exit-when-done: no longer serving")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+    # Without --exit-when-done: the last state stays served until SIGTERM; exit = the status.
+    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         env=env)
+    try:
+        m, lines = read_until(p, r"at http://127\.0\.0\.1:(\d+)/")
+        if check(m, "memlive run (no --exit-when-done) prints the URL"):
+            port = int(m.group(1))
+            p.stdin.write("exit 4\n")
+            p.stdin.flush()
+            m2, lines = read_until(p, r"still serving its last state")
+            check(m2 and any("exited with status 4" in ln for ln in lines),
+                  "run: reports the exit (status 4) and keeps serving (%s)" % lines)
+            st, _, snap = get_json(port, "/api/snapshot")
+            check(st == 200 and snap and snap["alive"] is False,
+                  "run: the last state is served after the exit (%d)" % st)
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=TIMEOUT)
+            check(rc == 4, "run: SIGTERM ends it with the program's status 4 (got %d)" % rc)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+    r = subprocess.run([ml, "run", "--port", "0", "--", "/nonexistent/program-xyz"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    check(r.returncode == 127 and "not found" in r.stderr,
+          "run of a missing program: exit 127, 'not found' (got %d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    r = subprocess.run([ml, "run", "--port", "0", "--", "no-such-program-xyz"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    check(r.returncode == 127 and "not found" in r.stderr,
+          "run of a program not on PATH: exit 127 (got %d)" % r.returncode)
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    tport = taken.getsockname()[1]
+    marker = "memlive-run-marker-%d" % os.getpid()
+    try:
+        r = subprocess.run([ml, "run", "--port", str(tport), "--", "/bin/sh", "-c",
+                            "sleep 30 # " + marker], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        check(r.returncode == 8 and "in use" in r.stderr,
+              "run on a taken port: exit 8, 'in use' (got %d: %s)" % (r.returncode,
+                                                                    r.stderr.strip()))
+        left = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    if marker.encode() in open("/proc/%s/cmdline" % d, "rb").read():
+                        left.append(d)
+                except OSError:
+                    pass
+        check(not left, "run on a taken port: the program is not left running (%s)" % left)
+    finally:
+        taken.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memlive", required=True)
     ap.add_argument("--workload", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("what", choices=["inprocess", "serve"])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--no-preload", action="store_true",
+                    help="no liblivealloc.so in this build (sanitizers): run's error cases only")
+    ap.add_argument("what", choices=["inprocess", "serve", "run"])
     a = ap.parse_args()
     if a.what == "inprocess":
         cmd_inprocess(a.app)
+    elif a.what == "run":
+        if a.no_preload:
+            cmd_run_errors(a.memlive)
+        else:
+            cmd_run(a.memlive, a.target)
     else:
         cmd_serve(a.memlive, a.workload)
     if failures:

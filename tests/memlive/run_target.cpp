@@ -1,0 +1,36 @@
+// A plain program for `memlive run` (tests/memlive/http_test.py run): it uses only malloc, which
+// the preloaded liblivealloc.so provides. Prints "target ready <pid>", then obeys stdin lines:
+//   alloc SIZE COUNT   malloc COUNT blocks of SIZE bytes, kept; prints "allocated"
+//   exit N             exits with status N (also at end of input: 0)
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+int main() {
+  std::vector<void*> kept;
+  std::printf("target ready %d\n", static_cast<int>(getpid()));
+  std::fflush(stdout);
+  char line[256];
+  while (std::fgets(line, sizeof line, stdin)) {
+    std::size_t size = 0, count = 0;
+    int code = 0;
+    if (std::sscanf(line, "alloc %zu %zu", &size, &count) == 2) {
+      for (std::size_t i = 0; i < count; ++i) {
+        void* p = std::malloc(size);
+        if (!p) return 99;
+        std::memset(p, 1, size);
+        kept.push_back(p);
+      }
+      std::printf("allocated\n");
+      std::fflush(stdout);
+    } else if (std::sscanf(line, "exit %d", &code) == 1) {
+      for (void* p : kept) std::free(p);
+      return code;
+    }
+  }
+  for (void* p : kept) std::free(p);
+  return 0;
+}
