@@ -769,7 +769,6 @@ struct heap {
   bool purge_pending = false;
   std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
   std::uint32_t batch = 32;
-  int tid = 0;
   std::uint32_t slot = 0;             // index in the telemetry segment
   std::uint32_t name_tick = 0;        // slow paths until the thread name is read again
   class_counters* published = nullptr;  // overflow heaps: counts already added to the slot
@@ -1743,7 +1742,6 @@ LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   if (h->pub.incarnation.load(std::memory_order_relaxed) == 0)
     h->pub.incarnation.store(1, std::memory_order_relaxed);
   g.heaps_owned.fetch_add(1, std::memory_order_relaxed);
-  h->tid = static_cast<int>(syscall(SYS_gettid));
   slot_begin(h);
   h->options_seen = 0;  // apply the current options at the first slow path
   heap_apply_options(h);
@@ -2191,16 +2189,21 @@ LIVEALLOC_NOINLINE inline void free_at_boundary(void* p) noexcept {
   if (p) free_large(large_of(p));
 }
 
-LIVEALLOC_ALWAYS_INLINE void free_impl(void* p) noexcept {
-#if LIVEALLOC_CHECKED
-  if (p) checked_free(p, 0, false);
-#endif
+// Any pointer: nullptr, a large block or a small one.
+LIVEALLOC_ALWAYS_INLINE void free_dispatch(void* p) noexcept {
   // One test covers nullptr too: it is at a 4 MiB boundary like no small block is.
   auto a = reinterpret_cast<std::uintptr_t>(p);
   if (LIVEALLOC_UNLIKELY((a & kSegmentMask) == 0)) return free_at_boundary(p);
   if (LIVEALLOC_UNLIKELY(reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment))
     return free_large(large_of(p));
   free_small(p);
+}
+
+LIVEALLOC_ALWAYS_INLINE void free_impl(void* p) noexcept {
+#if LIVEALLOC_CHECKED
+  if (p) checked_free(p, 0, false);
+#endif
+  free_dispatch(p);
 }
 
 // The size cannot make the page lookup cheaper (a mask and a load), and a small size does not
@@ -2211,11 +2214,7 @@ LIVEALLOC_ALWAYS_INLINE void free_sized_impl(void* p, std::size_t size) noexcept
   if (p) checked_free(p, size, true);
 #endif
   if (LIVEALLOC_UNLIKELY(size > kMaxSmall && p != nullptr)) return free_large(large_of(p));
-  auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (LIVEALLOC_UNLIKELY((a & kSegmentMask) == 0)) return free_at_boundary(p);
-  if (LIVEALLOC_UNLIKELY(reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment))
-    return free_large(large_of(p));
-  free_small(p);
+  free_dispatch(p);
 }
 
 // --- the rest of the malloc family ---------------------------------------------------------------
