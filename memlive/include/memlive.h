@@ -57,6 +57,13 @@
 
 #include <arpa/inet.h>
 #include <civetweb.h>
+// The embedded page (see find_web_file), generated at build time; optional.
+#if defined(__has_include)
+#if __has_include(<memlive_web_assets.h>)
+#include <memlive_web_assets.h>
+#define MEMLIVE_HAS_WEB_ASSETS 1
+#endif
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <livealloc_reader.h>
@@ -356,6 +363,16 @@ inline void json_bool(writer& w, const char* name, bool v) {
   w.raw(v ? "\":true" : "\":false");
 }
 
+// ,"doc":"..." for a livealloc option: its one-line description from the options table this
+// memlive was built with ("" for a name that table does not know, e.g. a newer allocator's).
+inline void json_option_doc(writer& w, const std::string& name) {
+  const char* doc = "";
+  for (const livealloc::detail::option_info& o : livealloc::detail::kOptionTable)
+    if (name == o.name) doc = o.doc;
+  w.raw(",\"doc\":");
+  json_string(w, doc);
+}
+
 using counter_row = std::array<std::uint64_t, tl::kCounterCount>;
 
 inline bool row_nonzero(const counter_row& r) {
@@ -556,6 +573,7 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
     detail::json_field(w, "default", o.default_value);
     detail::json_bool(w, "live", o.live);
     detail::json_bool(w, "bool", o.is_bool);
+    detail::json_option_doc(w, o.name);
     w.ch('}');
   }
   w.raw("],\"threads\":[");
@@ -896,7 +914,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //   GET  /api/snapshot?since=baseline   the snapshot with every cumulative counter replaced by
 //                        its growth since the baseline (see since_baseline()), plus the field
 //                        "baseline_taken_ns"; 409 when no baseline is set, 400 for another value.
-//   GET  /               a placeholder page (the live page is issue 6); GET /favicon.ico 204
+//   GET  /               the live page (web/src, embedded at build time) and its files:
+//                        /index.html /app.js /style.css /chart.umd.js ...; GET /favicon.ico 204
 //   anything else        404 {"error","field":null}; a known path with another method 405.
 // Security: listens on 127.0.0.1 unless told otherwise; a Host header that is not
 // 127.0.0.1:PORT, localhost:PORT or HOST:PORT -> 403 (DNS rebinding); a POST whose Origin is
@@ -1086,6 +1105,33 @@ inline rd::snapshot since_baseline(const rd::snapshot& now, const rd::snapshot& 
   return d;
 }
 
+// The page (web/src) and Chart.js, embedded at build time by memlive/cmake/embed_web.cmake into
+// memlive_web_assets.h (on the include path of the memlive::memlive target, included at the
+// top). Without it, GET /
+// answers with a short page that says how to get the real one.
+#ifdef MEMLIVE_HAS_WEB_ASSETS
+using web_file = memlive::web::asset;
+#else
+struct web_file {
+  const char* path;
+  const char* type;
+  const unsigned char* data;
+  std::size_t size;
+};
+#endif
+
+// The embedded file served at `path` ("/" is /index.html), or nullptr.
+inline const web_file* find_web_file(const std::string& path) {
+#ifdef MEMLIVE_HAS_WEB_ASSETS
+  const std::string want = path == "/" ? "/index.html" : path;
+  for (const memlive::web::asset* a = memlive::web::kAssets; a->path; ++a)
+    if (want == a->path) return a;
+#else
+  (void)path;
+#endif
+  return nullptr;
+}
+
 class server {
  public:
   // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
@@ -1108,6 +1154,8 @@ class server {
     const char* type = "application/json; charset=utf-8";
     std::string body;
     std::string headers;  // extra header lines, each ending in \r\n
+    const unsigned char* static_body = nullptr;  // instead of body: an embedded file
+    std::size_t static_size = 0;
   };
 
   bool host_allowed(const char* host) const;
@@ -1190,16 +1238,18 @@ inline const char* reason_phrase(int code) {
 
 inline void server::send(mg_connection* conn, const response& r, bool head) {
   std::string h = "HTTP/1.1 " + std::to_string(r.code) + " " + reason_phrase(r.code) + "\r\n";
+  const std::size_t size = r.static_body ? r.static_size : r.body.size();
   if (r.code != 204) {
     h += "Content-Type: ";
     h += r.type;
-    h += "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
+    h += "\r\nContent-Length: " + std::to_string(size) + "\r\n";
   }
   h += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n";
   h += r.headers;
   h += "\r\n";
-  if (!head && r.code != 204) h += r.body;
+  if (!head && r.code != 204 && !r.static_body) h += r.body;
   mg_write(conn, h.data(), h.size());
+  if (!head && r.code != 204 && r.static_body) mg_write(conn, r.static_body, size);
 }
 
 inline bool server::host_allowed(const char* host) const {
@@ -1283,6 +1333,7 @@ inline server::response server::options_response() {
       json_field(w, "default", o.default_value);
       json_bool(w, "live", o.live);
       json_bool(w, "bool", o.is_bool);
+      json_option_doc(w, o.name);
       w.ch('}');
     }
     w.raw("]}");
@@ -1322,7 +1373,8 @@ inline int server::handle(mg_connection* conn) {
       return r.code;
     }
   }
-  const bool known = path == "/" || path == "/healthz" || path == "/api/snapshot" ||
+  const web_file* file = find_web_file(path);
+  const bool known = file || path == "/" || path == "/healthz" || path == "/api/snapshot" ||
                      path == "/metrics" || path == "/api/options" || path == "/api/stream" ||
                      path == "/favicon.ico" || path == "/api/history" || path == "/api/baseline";
   if (!known) {
@@ -1369,12 +1421,20 @@ inline int server::handle(mg_connection* conn) {
     r = options_response();
   } else if (path == "/favicon.ico") {
     r.code = 204;
-  } else {  // "/"
+  } else if (file) {
+    r.type = file->type;
+    r.static_body = file->data;
+    r.static_size = file->size;
+    // The page runs only what this server sends: no inline script, nothing from elsewhere.
+    r.headers = "Content-Security-Policy: default-src 'self'; img-src 'self' data: blob:; "
+                "style-src 'self'; frame-ancestors 'none'\r\n";
+  } else {  // "/" without an embedded page
     r.type = "text/html; charset=utf-8";
     r.body =
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<title>memlive</title></head>\n<body><h1>memlive</h1>\n"
-        "<p>The live page is coming (issue 6). Meanwhile: "
+        "<p>This build has no embedded page: build with the memlive::memlive CMake target, "
+        "which generates memlive_web_assets.h from web/. The data is here: "
         "<a href=\"/api/snapshot\">/api/snapshot</a> (JSON), "
         "<a href=\"/metrics\">/metrics</a> (Prometheus).</p>\n</body></html>\n";
   }

@@ -110,8 +110,14 @@ def check_endpoints(port, pid, want):
           "/api/options: 200 json with generation and name/requested/effective/min/max/live")
     st, h, body = request(port, "GET", "/")
     check(st == 200 and h.get("content-type", "").startswith("text/html") and
-          b"/api/snapshot" in body and b"/metrics" in body and b"coming" in body,
-          "/: placeholder html linking /api/snapshot and /metrics (got %d)" % st)
+          b'src="/app.js"' in body and "default-src 'self'" in h.get("content-security-policy", ""),
+          "/: the embedded page, with a same-origin CSP (got %d)" % st)
+    st, h, body = request(port, "GET", "/app.js")
+    check(st == 200 and h.get("content-type", "").startswith("text/javascript") and len(body) > 0,
+          "/app.js: the page's script (got %d)" % st)
+    st, h, body = request(port, "GET", "/chart.umd.js")
+    check(st == 200 and b"window.Chart" in body and b"sourceMappingURL" not in body,
+          "/chart.umd.js: Chart.js from web/node_modules, source-map comment dropped (got %d)" % st)
     st, h, body = request(port, "GET", "/favicon.ico")
     check(st == 204 and body == b"", "/favicon.ico: 204 (got %d)" % st)
     st, h, j = get_json(port, "/nope")
