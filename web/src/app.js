@@ -1,1 +1,1142 @@
+// memlive's page: reads memlive.snapshot/1 objects (memlive/README.md) from /api/history and
+// /api/stream, or from a file written by `memlive record`, and draws them. No framework: the
+// only library is Chart.js (window.Chart), embedded in the binary with this file.
 "use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+
+  // ---------------------------------------------------------------------------------------------
+  // Formatting
+  const intFormat = new Intl.NumberFormat("en-US");
+  const oneDecimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 });
+  const fmtInt = (n) => intFormat.format(Math.round(n));
+  function fmtBytes(n) {
+    const neg = n < 0;
+    let v = Math.abs(n);
+    if (v < 1024) return (neg ? "-" : "") + fmtInt(v) + " B";
+    const units = ["KiB", "MiB", "GiB", "TiB"];
+    let u = -1;
+    while (v >= 1024 && u < units.length - 1) { v /= 1024; ++u; }
+    return (neg ? "-" : "") + (v < 100 ? oneDecimal.format(v) : fmtInt(v)) + " " + units[u];
+  }
+  function fmtDuration(ms) {
+    if (ms < 0) ms = 0;
+    const s = ms / 1000;
+    if (s < 60) return (s < 10 ? oneDecimal.format(s) : fmtInt(Math.floor(s))) + " s";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + " min " + String(Math.floor(s % 60)).padStart(2, "0") + " s";
+    const h = Math.floor(m / 60);
+    return h + " h " + String(m % 60).padStart(2, "0") + " min";
+  }
+  const fmtRate = (n) => (n >= 100 ? fmtInt(n) : oneDecimal.format(n));
+  const fmtPercent = (x) => oneDecimal.format(100 * x) + " %";
+
+  // ---------------------------------------------------------------------------------------------
+  // The model: one snapshot turned into what the views need.
+  const SCHEMA = "memlive.snapshot/1";
+  let C = null; // counter name -> index in a class row (row[0] is the class)
+
+  function checkSnapshot(s) {
+    if (!s || typeof s !== "object") return "not a JSON object";
+    if (s.schema !== SCHEMA) return "schema is " + JSON.stringify(s.schema) + ", expected " + SCHEMA;
+    for (const k of ["counters", "class_sizes", "threads", "exited", "free_matrix", "options"])
+      if (!Array.isArray(s[k])) return "field " + k + " is missing or not an array";
+    if (!s.process || typeof s.process !== "object") return "field process is missing";
+    return null;
+  }
+
+  function counterIndex(s) {
+    const c = {};
+    s.counters.forEach((name, i) => { c[name] = i + 1; });
+    for (const k of ["allocs", "frees", "requested_bytes", "adopted", "large_freed_by_others",
+      "handed_over", "peak_live", "reserved_blocks", "pages_taken", "pages_released",
+      "pages_in_use", "pages_kept", "remote_sent"])
+      if (!(k in c)) throw new Error("the snapshot has no counter " + k);
+    return c;
+  }
+
+  const rowLive = (r) => r[C.allocs] + r[C.adopted] - r[C.frees] - r[C.large_freed_by_others] - r[C.handed_over];
+  const threadKey = (t) => t.slot + ":" + t.incarnation + ":" + t.tid;
+
+  // Turns a snapshot into per-class and per-thread figures. `prev` (the previous derived sample
+  // of the same process, or null) gives rates.
+  function derive(s, prev) {
+    C = counterIndex(s);
+    const sizes = s.class_sizes;
+    const n = sizes.length;
+    const cls = [];
+    for (let c = 0; c < n; ++c)
+      cls.push({ cls: c, size: sizes[c], liveBlocks: 0, live: 0, peak: 0, cached: 0, allocs: 0,
+        requested: 0, taken: 0, released: 0, kept: 0, inUse: 0, reserved: 0, threads: 0, maxPeak: 0, frag: null });
+    const add = (r) => {
+      const k = cls[r[0]];
+      if (!k) return;
+      k.liveBlocks += rowLive(r);
+      k.allocs += r[C.allocs];
+      k.requested += r[C.requested_bytes];
+      k.taken += r[C.pages_taken];
+      k.released += r[C.pages_released];
+    };
+    const threads = [];
+    for (const t of s.threads) {
+      let live = 0, allocs = 0, frees = 0, remote = 0, large = 0;
+      const cells = new Map();
+      for (const r of t.classes) {
+        const c = r[0];
+        const k = cls[c];
+        if (!k) continue;
+        add(r);
+        const lb = rowLive(r);
+        if (c === 0) large += lb; else live += lb * k.size;
+        allocs += r[C.allocs];
+        frees += r[C.frees];
+        remote += r[C.remote_sent];
+        k.peak += r[C.peak_live] * k.size;
+        k.kept += r[C.pages_kept];
+        k.inUse += r[C.pages_in_use];
+        k.reserved += r[C.reserved_blocks];
+        if (c > 0) k.cached += Math.max(0, r[C.reserved_blocks] - Math.max(0, lb)) * k.size;
+        if (r[C.allocs] > 0 && t.state === "alive") {
+          k.threads += 1;
+          k.maxPeak = Math.max(k.maxPeak, r[C.peak_live]);
+        }
+        cells.set(c, { live: c === 0 ? 0 : lb * k.size, liveBlocks: lb, allocs: r[C.allocs] });
+      }
+      threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, name: t.name || "(unnamed)",
+        state: t.state, memlive: t.memlive === true, live, large, allocs, frees, remote, cells,
+        applied: t.applied_generation, rate: 0, raw: t });
+    }
+    for (const r of s.exited) add(r);
+    for (const k of cls) {
+      if (k.cls === 0) {
+        k.live = s.process.large_bytes || 0;
+        k.cached = s.process.cached_bytes || 0;
+        k.peak = Math.max(k.peak, k.live);
+      } else {
+        k.live = k.liveBlocks * k.size;
+        k.peak = Math.max(k.peak, k.live);
+        const usable = k.allocs * k.size;
+        k.frag = usable > 0 ? Math.max(0, 1 - k.requested / usable) : null;
+      }
+    }
+    const t = s.taken_ns / 1e6; // ms
+    const dt = prev ? (t - prev.t) / 1000 : 0;
+    if (prev && dt > 0) {
+      const before = new Map(prev.threads.map((x) => [x.key, x]));
+      for (const x of threads) {
+        const p = before.get(x.key);
+        if (!p) continue;
+        x.rate = Math.max(0, x.allocs - p.allocs) / dt;
+        for (const [c, cell] of x.cells) {
+          const pc = p.cells.get(c);
+          cell.rate = pc ? Math.max(0, cell.allocs - pc.allocs) / dt : 0;
+        }
+      }
+    }
+    const bySlot = new Map(threads.map((x) => [x.slot, x]));
+    const matrix = s.free_matrix.map(([from, owner, blocks]) => ({ from, owner, blocks, rate: 0 }));
+    if (prev && dt > 0) {
+      const pm = new Map(prev.matrix.map((m) => [m.from + ">" + m.owner, m.blocks]));
+      for (const m of matrix) {
+        const b = pm.get(m.from + ">" + m.owner);
+        if (b !== undefined) m.rate = Math.max(0, m.blocks - b) / dt;
+      }
+    }
+    let cached = 0;
+    for (const k of cls) cached += k.cached;
+    return { s, t, uptime: (s.taken_ns - s.start_ns) / 1e6, classes: cls, threads, bySlot, matrix,
+      live: s.process.live_bytes, cached, aliveThreads: threads.filter((x) => x.state === "alive").length };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // State
+  const state = {
+    mode: "connecting", // live | paused | reconnecting | exited | replay | connecting
+    interval: 0,          // stream interval in ms; 0: the server's (memlive --interval)
+    source: null,
+    current: null,        // derived sample on screen (live or replayed)
+    last: null,           // last derived live sample (rates)
+    sinceBaseline: null,  // derived ?since=baseline sample while the baseline is on
+    baseline: false,
+    baselineTaken: 0,
+    selection: null,      // {kind: "thread"|"class", key, label}
+    series: [],           // compact samples for the chart: {x, total, threads: Map, classes: []}
+    epoch: 0,             // bumped whenever series is replaced rather than extended
+    pid: null,
+    pending: new Map(),   // option name -> {value, generation, posted}
+    replay: null,         // {samples, pos, timer}
+    sort: { classes: { key: "live", dir: -1 }, threads: { key: "live", dir: -1 } },
+    dirty: false,
+  };
+  const MAX_POINTS = 3000;
+  // Where the time goes, per section (ms, cumulative), for web/tests/perf.mjs and the console.
+  const stats = { renders: 0, totalMs: 0, maxMs: 0, last: [], sections: {} };
+  window.memliveStats = stats;
+
+  function compact(d) {
+    const threads = new Map();
+    for (const x of d.threads) threads.set(x.key, x.live);
+    return { x: d.uptime / 1000, t: d.t, total: d.live, threads, classes: d.classes.map((k) => k.live),
+      cls: d.classes.map((k) => [k.taken, k.released, k.kept, k.inUse, k.reserved, k.threads, k.liveBlocks]),
+      large: d.s.process.large_bytes || 0, mmaps: d.s.process.mmap_calls || 0 };
+  }
+
+  function pushSample(d) {
+    if (state.pid !== null && d.s.pid !== state.pid) { state.series = []; state.epoch += 1; }
+    state.pid = d.s.pid;
+    const last = state.series[state.series.length - 1];
+    if (last && d.t <= last.t) return; // already have it (history and stream overlap)
+    state.series.push(compact(d));
+    if (state.series.length > MAX_POINTS) state.series.splice(0, state.series.length - MAX_POINTS);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Connection
+  function setMode(m, detail) {
+    state.mode = m;
+    const text = { live: "live", paused: "paused", reconnecting: "reconnecting…", exited: "process exited",
+      replay: "replay", connecting: "connecting…" }[m] || m;
+    $("conn").textContent = detail ? text + " (" + detail + ")" : text;
+    $("conn-dot").className = "dot " + m;
+    document.body.dataset.mode = m;
+  }
+
+  function showNotice(text) {
+    const n = $("notice");
+    n.textContent = text || "";
+    n.hidden = !text;
+  }
+
+  function acceptLive(s) {
+    const err = checkSnapshot(s);
+    if (err) { showNotice("The server sent an unexpected snapshot: " + err); return; }
+    let d;
+    const t0 = performance.now();
+    try { d = derive(s, state.last && state.last.s.pid === s.pid ? state.last : null); }
+    catch (e) { showNotice("Cannot read the snapshot: " + e.message); return; }
+    state.last = d;
+    pushSample(d);
+    stats.sections.derive = (stats.sections.derive || 0) + performance.now() - t0;
+    if (state.mode === "paused" || state.mode === "replay") return;
+    state.current = d;
+    setMode(s.alive === false ? "exited" : "live");
+    if (state.baseline) fetchSince();
+    schedule();
+  }
+
+  async function loadHistory() {
+    const r = await fetch("/api/history");
+    if (!r.ok) throw new Error("GET /api/history: HTTP " + r.status);
+    const samples = await r.json();
+    for (const s of samples) if (!checkSnapshot(s)) acceptHistory(s);
+  }
+  function acceptHistory(s) {
+    const d = derive(s, state.last && state.last.s.pid === s.pid ? state.last : null);
+    state.last = d;
+    pushSample(d);
+  }
+
+  function openStream() {
+    closeStream();
+    const es = new EventSource(state.interval ? "/api/stream?interval_ms=" + state.interval : "/api/stream");
+    state.source = es;
+    es.onmessage = (ev) => {
+      let s;
+      const t0 = performance.now();
+      try { s = JSON.parse(ev.data); } catch (e) { showNotice("A stream event is not JSON: " + e.message); return; }
+      stats.sections.parse = (stats.sections.parse || 0) + performance.now() - t0;
+      if (state.mode === "reconnecting") showNotice("");
+      acceptLive(s);
+    };
+    es.onerror = () => {
+      if (state.source !== es) return;
+      if (state.mode !== "paused" && state.mode !== "replay") setMode("reconnecting");
+    };
+  }
+  function closeStream() {
+    if (state.source) { state.source.close(); state.source = null; }
+  }
+
+  async function goLive() {
+    setMode("connecting");
+    showNotice("");
+    try {
+      await loadHistory();
+      await refreshBaseline();
+    } catch (e) {
+      setMode("reconnecting", e.message);
+    }
+    if (state.last) { state.current = state.last; schedule(); }
+    openStream();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Pause, baseline, interval
+  $("pause").addEventListener("click", togglePause);
+  function togglePause() {
+    if (state.mode === "replay") return;
+    if (state.mode === "paused") {
+      $("pause").textContent = "Pause";
+      $("pause").setAttribute("aria-pressed", "false");
+      goLive();
+    } else {
+      closeStream();
+      setMode("paused");
+      $("pause").textContent = "Resume";
+      $("pause").setAttribute("aria-pressed", "true");
+    }
+  }
+
+  async function postJSON(path, body) {
+    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body) });
+    let j = null;
+    try { j = await r.json(); } catch (e) { j = null; }
+    return { status: r.status, ok: r.ok, body: j };
+  }
+
+  $("baseline").addEventListener("click", toggleBaseline);
+  async function toggleBaseline() {
+    if (state.mode === "replay") return;
+    const r = await postJSON("/api/baseline", state.baseline ? { clear: true } : {});
+    if (!r.ok) { showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status)); return; }
+    setBaseline(r.body.baseline, r.body.taken_ns);
+    if (state.baseline) await fetchSince();
+    schedule();
+  }
+  function setBaseline(on, taken) {
+    state.baseline = !!on;
+    state.baselineTaken = taken || 0;
+    if (!state.baseline) state.sinceBaseline = null;
+    $("baseline").setAttribute("aria-pressed", String(state.baseline));
+    $("baseline").textContent = state.baseline ? "Baseline: on (change since " +
+      new Date(state.baselineTaken / 1e6).toLocaleTimeString() + ")" : "Baseline: off";
+  }
+  async function refreshBaseline() {
+    const r = await fetch("/api/baseline");
+    if (!r.ok) return;
+    const j = await r.json();
+    setBaseline(j.baseline, j.taken_ns);
+    if (state.baseline) await fetchSince();
+  }
+  let sinceInFlight = false;
+  async function fetchSince() {
+    if (sinceInFlight) return;
+    sinceInFlight = true;
+    try {
+      const r = await fetch("/api/snapshot?since=baseline");
+      if (r.status === 409) { setBaseline(false, 0); return; } // another client cleared it
+      if (!r.ok) return;
+      const s = await r.json();
+      if (!checkSnapshot(s)) { state.sinceBaseline = derive(s, null); schedule(); }
+    } catch (e) { /* the stream's error handler reports the connection */ }
+    finally { sinceInFlight = false; }
+  }
+
+  $("interval").addEventListener("change", () => {
+    state.interval = Number($("interval").value);
+    try { localStorage.setItem("memlive.interval", String(state.interval)); } catch (e) { /* private mode */ }
+    if (state.mode !== "paused" && state.mode !== "replay") openStream();
+  });
+
+  // ---------------------------------------------------------------------------------------------
+  // Export
+  function download(name, type, text) {
+    const url = URL.createObjectURL(new Blob([text], { type }));
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+  const exportName = (d, ext) => "memlive-" + d.s.pid + "-" + d.s.taken_ns + "." + ext;
+  $("export-json").addEventListener("click", () => {
+    const d = state.current;
+    if (!d) return showNotice("Nothing to export yet.");
+    download(exportName(d, "json"), "application/json", JSON.stringify(d.s) + "\n");
+  });
+  function csvField(v) {
+    const s = String(v);
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+  // The same columns as `memlive snapshot --format csv` (memlive/README.md).
+  function toCSV(s) {
+    const idx = counterIndex(s);
+    const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
+    const live = (r) => r[idx.allocs] + r[idx.adopted] - r[idx.frees] - r[idx.large_freed_by_others] - r[idx.handed_over];
+    for (const t of s.threads)
+      for (const r of t.classes)
+        lines.push([s.taken_ns, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
+          ...r.slice(1), live(r)].join(","));
+    for (const r of s.exited)
+      lines.push([s.taken_ns, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), live(r)].join(","));
+    return lines.join("\r\n") + "\r\n";
+  }
+  $("export-csv").addEventListener("click", () => {
+    const d = state.current;
+    if (!d) return showNotice("Nothing to export yet.");
+    download(exportName(d, "csv"), "text/csv", toCSV(d.s));
+  });
+
+  // ---------------------------------------------------------------------------------------------
+  // Replay of a `memlive record` file: one snapshot per line.
+  $("replay-file").addEventListener("change", async (ev) => {
+    const f = ev.target.files && ev.target.files[0];
+    ev.target.value = "";
+    if (!f) return;
+    const text = await f.text();
+    const samples = [];
+    const lines = text.split(/\r?\n/);
+    for (let i = 0; i < lines.length; ++i) {
+      const line = lines[i].trim();
+      if (!line) continue;
+      let s;
+      try { s = JSON.parse(line); } catch (e) {
+        return showNotice(f.name + ", line " + (i + 1) + ": not JSON (" + e.message + "); nothing loaded");
+      }
+      const err = checkSnapshot(s);
+      if (err) return showNotice(f.name + ", line " + (i + 1) + ": " + err + "; nothing loaded");
+      samples.push(s);
+    }
+    if (!samples.length) return showNotice(f.name + " holds no samples; nothing loaded");
+    startReplay(f.name, samples);
+  });
+
+  function startReplay(name, raw) {
+    closeStream();
+    stopReplayTimer();
+    showNotice("");
+    state.series = [];
+    state.epoch += 1;
+    state.pid = null;
+    let prev = null;
+    const samples = raw.map((s) => { prev = derive(s, prev && prev.s.pid === s.pid ? prev : null); return prev; });
+    for (const d of samples) pushSample(d);
+    state.replay = { name, samples, pos: samples.length - 1, timer: null };
+    $("replay-controls").hidden = false;
+    const pos = $("replay-pos");
+    pos.max = String(samples.length - 1);
+    pos.value = String(samples.length - 1);
+    setMode("replay", name);
+    for (const id of ["pause", "baseline"]) $(id).disabled = true;
+    showReplay(samples.length - 1);
+  }
+  function showReplay(i) {
+    const r = state.replay;
+    r.pos = i;
+    $("replay-pos").value = String(i);
+    $("replay-info").textContent = (i + 1) + " / " + r.samples.length;
+    state.current = r.samples[i];
+    schedule();
+  }
+  function stopReplayTimer() {
+    if (state.replay && state.replay.timer) { clearTimeout(state.replay.timer); state.replay.timer = null; }
+    $("replay-play").textContent = "Play";
+  }
+  $("replay-pos").addEventListener("input", () => { stopReplayTimer(); showReplay(Number($("replay-pos").value)); });
+  $("replay-play").addEventListener("click", () => {
+    const r = state.replay;
+    if (!r) return;
+    if (r.timer) return stopReplayTimer();
+    if (r.pos >= r.samples.length - 1) showReplay(0);
+    $("replay-play").textContent = "Stop";
+    const step = () => {
+      if (r.pos >= r.samples.length - 1) return stopReplayTimer();
+      const wait = Math.min(2000, Math.max(0, r.samples[r.pos + 1].t - r.samples[r.pos].t));
+      r.timer = setTimeout(() => { showReplay(r.pos + 1); step(); }, wait);
+    };
+    step();
+  });
+  $("replay-exit").addEventListener("click", () => {
+    stopReplayTimer();
+    state.replay = null;
+    $("replay-controls").hidden = true;
+    for (const id of ["pause", "baseline"]) $(id).disabled = false;
+    state.series = [];
+    state.epoch += 1;
+    state.pid = null;
+    state.last = null;
+    goLive();
+  });
+
+  // ---------------------------------------------------------------------------------------------
+  // Theme
+  function applyTheme(t) {
+    if (t) document.documentElement.dataset.theme = t; else delete document.documentElement.dataset.theme;
+    $("theme").textContent = "Theme: " + (t || "system");
+    colours = {};
+    if (chart) styleChart();
+    state.dirty = true;
+    schedule();
+  }
+  $("theme").addEventListener("click", () => {
+    const cur = document.documentElement.dataset.theme || "";
+    const next = cur === "" ? "dark" : cur === "dark" ? "light" : "";
+    try { localStorage.setItem("memlive.theme", next); } catch (e) { /* private mode */ }
+    applyTheme(next);
+  });
+  // Theme colours, read once per theme change: getComputedStyle after the tables changed would
+  // force a style recalculation on every update.
+  let colours = {};
+  const cssVar = (name) => {
+    if (!(name in colours)) colours[name] = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return colours[name];
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // The chart
+  let chart = null;
+  function makeChart() {
+    if (!window.Chart) { $("chart-missing").hidden = false; return; }
+    chart = new window.Chart($("chart-live"), {
+      type: "line",
+      data: { datasets: [
+        { label: "total live", data: [], borderWidth: 1.5, pointRadius: 0, tension: 0 },
+        { label: "", data: [], borderWidth: 1.5, pointRadius: 0, tension: 0, hidden: true },
+        { label: "at baseline", data: [], borderWidth: 1, borderDash: [4, 4], pointRadius: 0, hidden: true },
+      ] },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        scales: {
+          x: { type: "linear", title: { display: true, text: "uptime" },
+            ticks: { callback: (v) => fmtDuration(v * 1000), maxTicksLimit: 8 } },
+          y: { beginAtZero: true, ticks: { callback: (v) => fmtBytes(v) } },
+        },
+        plugins: {
+          legend: { labels: { boxWidth: 12, filter: (item, data) => !data.datasets[item.datasetIndex].hidden } },
+          tooltip: { callbacks: {
+            title: (items) => items.length ? "uptime " + fmtDuration(items[0].parsed.x * 1000) : "",
+            label: (c) => c.dataset.label + ": " + fmtBytes(c.parsed.y) } },
+        },
+      },
+    });
+    styleChart();
+  }
+  function styleChart() {
+    const fg = cssVar("--muted"), line = cssVar("--line"), accent = cssVar("--accent");
+    chart.options.color = fg;
+    for (const ax of ["x", "y"]) {
+      chart.options.scales[ax].ticks.color = fg;
+      chart.options.scales[ax].grid = { color: line };
+      if (chart.options.scales[ax].title) chart.options.scales[ax].title.color = fg;
+    }
+    chart.options.plugins.legend.labels.color = fg;
+    const ds = chart.data.datasets;
+    ds[0].borderColor = accent; ds[0].backgroundColor = accent;
+    ds[1].borderColor = cssVar("--warn"); ds[1].backgroundColor = cssVar("--warn");
+    ds[2].borderColor = fg; ds[2].backgroundColor = fg;
+    chart.update("none");
+  }
+  // Appends the samples the chart does not have yet and drops those the series dropped; rebuilds
+  // only when the series was replaced (replay, another process) or the selection changed.
+  const selValue = (sel, p) => (sel.kind === "thread" ? p.threads.get(sel.key) : p.classes[sel.key] || 0);
+  let drawn = { epoch: -1, sel: null, lastT: -Infinity };
+  function updateChart() {
+    if (!chart) return;
+    const ds = chart.data.datasets;
+    const sel = state.selection;
+    const series = state.series;
+    if (drawn.epoch !== state.epoch || drawn.sel !== sel) {
+      drawn = { epoch: state.epoch, sel, lastT: -Infinity };
+      ds[0].data = [];
+      ds[1].data = [];
+      ds[1].hidden = !sel;
+      ds[1].label = sel ? sel.label : "";
+    }
+    let i = series.length;
+    while (i > 0 && series[i - 1].t > drawn.lastT) --i;
+    for (; i < series.length; ++i) {
+      const p = series[i];
+      ds[0].data.push({ x: p.x, y: p.total });
+      if (sel) {
+        const v = selValue(sel, p);
+        if (v !== undefined) ds[1].data.push({ x: p.x, y: v });
+      }
+      drawn.lastT = p.t;
+    }
+    const firstX = series.length ? series[0].x : Infinity;
+    for (const d of [ds[0].data, ds[1].data]) {
+      let k = 0;
+      while (k < d.length && d[k].x < firstX) ++k;
+      if (k) d.splice(0, k);
+    }
+    const base = state.baseline && state.baselineTaken
+      ? series.find((p) => p.t * 1e6 >= state.baselineTaken) : null;
+    if (base && series.length) {
+      ds[2].hidden = false;
+      ds[2].data = [{ x: base.x, y: base.total }, { x: series[series.length - 1].x, y: base.total }];
+    } else {
+      ds[2].hidden = true;
+      ds[2].data = [];
+    }
+    chart.update("none");
+  }
+
+  // Selects a thread or class for the chart; selecting it again (or kind null) clears it.
+  function select(kind, key, label) {
+    const same = state.selection && state.selection.kind === kind && state.selection.key === key;
+    state.selection = same || kind === null ? null : { kind, key, label };
+    $("selection-label").textContent = state.selection ? "total and " + state.selection.label : "total";
+    $("clear-selection").hidden = !state.selection;
+    state.dirty = true;
+    schedule();
+  }
+  $("clear-selection").addEventListener("click", () => select(null, null, null));
+
+  // ---------------------------------------------------------------------------------------------
+  // Tables: rows keyed and reused, so a 10 Hz update touches only the text that changed.
+  function setCell(td, text, value) {
+    if (td.textContent !== text) td.textContent = text;
+    if (value !== undefined) {
+      const v = String(value);
+      if (td.dataset.value !== v) td.dataset.value = v;
+    }
+  }
+  function syncRows(tbody, items, key, make, fill) {
+    const existing = new Map();
+    for (const tr of tbody.children) existing.set(tr.dataset.key, tr);
+    let i = 0;
+    for (const item of items) {
+      const k = key(item);
+      let tr = existing.get(k);
+      if (tr) existing.delete(k); else tr = make(item, k);
+      fill(tr, item);
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+      ++i;
+    }
+    for (const tr of existing.values()) tr.remove();
+  }
+  function makeRow(k, ncells, classes, onSelect) {
+    const tr = document.createElement("tr");
+    tr.dataset.key = k;
+    tr.tabIndex = 0;
+    for (let i = 0; i < ncells; ++i) {
+      const td = document.createElement("td");
+      if (classes[i]) td.className = classes[i];
+      tr.appendChild(td);
+    }
+    tr.addEventListener("click", onSelect);
+    tr.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSelect(); }
+    });
+    return tr;
+  }
+  function sorter(table, items) {
+    const s = state.sort[table];
+    const dir = s.dir;
+    const get = (x) => x[s.key];
+    return items.sort((a, b) => {
+      const x = get(a), y = get(b);
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (typeof x === "string" ? x.localeCompare(y) : x - y) * dir;
+    });
+  }
+  for (const table of ["classes", "threads"]) {
+    for (const th of document.querySelectorAll("#" + table + " th[data-key]")) {
+      th.querySelector("button").addEventListener("click", () => {
+        const s = state.sort[table];
+        if (s.key === th.dataset.key) s.dir = -s.dir;
+        else { s.key = th.dataset.key; s.dir = th.dataset.num ? -1 : 1; }
+        state.dirty = true;
+        schedule();
+      });
+    }
+  }
+  function markSort(table) {
+    const s = state.sort[table];
+    for (const th of document.querySelectorAll("#" + table + " th[data-key]")) {
+      const v = th.dataset.key === s.key ? (s.dir > 0 ? "ascending" : "descending") : "none";
+      if (th.getAttribute("aria-sort") !== v) th.setAttribute("aria-sort", v);
+    }
+  }
+
+  const classLabel = (k) => (k.cls === 0 ? "large" : String(k.cls));
+  function renderClasses(d) {
+    const items = sorter("classes", d.classes.filter((k) => k.allocs > 0 || k.live > 0 || k.cached > 0).slice());
+    const tbody = document.querySelector("#classes tbody");
+    syncRows(tbody, items, (k) => String(k.cls),
+      (k, key) => makeRow(key, 7, ["num", "num", "num", "num", "num", "num", "num"], () =>
+        select("class", k.cls, k.cls === 0 ? "large blocks" : "class " + k.cls + " (" + fmtBytes(k.size) + ")")),
+      (tr, k) => {
+        const td = tr.children;
+        setCell(td[0], classLabel(k), k.cls);
+        setCell(td[1], k.cls === 0 ? "> 256 KiB" : fmtBytes(k.size), k.size);
+        setCell(td[2], fmtBytes(k.live), k.live);
+        setCell(td[3], fmtBytes(k.peak), k.peak);
+        setCell(td[4], fmtBytes(k.cached), k.cached);
+        setCell(td[5], fmtInt(k.allocs), k.allocs);
+        setCell(td[6], k.frag === null ? "-" : fmtPercent(k.frag), k.frag === null ? "" : k.frag);
+        const sel = state.selection && state.selection.kind === "class" && state.selection.key === k.cls;
+        tr.setAttribute("aria-selected", String(!!sel));
+      });
+    markSort("classes");
+  }
+
+  function renderThreads(d) {
+    const showExited = $("show-exited").checked;
+    const items = sorter("threads", d.threads.filter((x) => showExited || x.state === "alive").slice());
+    const tbody = document.querySelector("#threads tbody");
+    syncRows(tbody, items, (x) => x.key,
+      (x, key) => {
+        const tr = makeRow(key, 8, ["name", "num", "", "num", "num", "num", "num", "num"], () =>
+          select("thread", x.key, x.name + " (" + x.tid + ")"));
+        const badge = document.createElement("span");
+        tr.children[2].appendChild(badge);
+        return tr;
+      },
+      (tr, x) => {
+        const td = tr.children;
+        setCell(td[0], x.memlive ? x.name + " [memlive]" : x.name, x.name);
+        setCell(td[1], String(x.tid), x.tid);
+        const badge = td[2].firstChild;
+        if (badge.textContent !== x.state) { badge.textContent = x.state; badge.className = "badge " + x.state; }
+        td[2].dataset.value = x.state;
+        setCell(td[3], fmtBytes(x.live) + (x.large ? " + " + fmtInt(x.large) + " large" : ""), x.live);
+        setCell(td[4], fmtInt(x.allocs), x.allocs);
+        setCell(td[5], fmtInt(x.frees), x.frees);
+        setCell(td[6], fmtRate(x.rate), x.rate);
+        setCell(td[7], fmtInt(x.remote), x.remote);
+        tr.classList.toggle("exited", x.state !== "alive");
+        const sel = state.selection && state.selection.kind === "thread" && state.selection.key === x.key;
+        tr.setAttribute("aria-selected", String(!!sel));
+      });
+    markSort("threads");
+  }
+  $("show-exited").addEventListener("change", () => { state.dirty = true; schedule(); });
+
+  function threadName(d, slot) {
+    const t = d.bySlot.get(slot);
+    return t ? t.name + " (" + t.tid + ")" : "slot " + slot;
+  }
+  function renderMatrix(d) {
+    const items = d.matrix.slice().sort((a, b) => b.blocks - a.blocks).slice(0, 100);
+    const tbody = document.querySelector("#matrix tbody");
+    syncRows(tbody, items, (m) => m.from + ">" + m.owner,
+      (m, key) => makeRow(key, 4, ["", "", "num", "num"], () => {}),
+      (tr, m) => {
+        const td = tr.children;
+        setCell(td[0], threadName(d, m.from), m.from);
+        setCell(td[1], threadName(d, m.owner), m.owner);
+        setCell(td[2], fmtInt(m.blocks), m.blocks);
+        setCell(td[3], fmtRate(m.rate), m.rate);
+      });
+    $("matrix-empty").hidden = items.length > 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Heat map: threads x size classes on a canvas (64 x 53 cells redraw in well under a ms).
+  const heat = { cols: [], rows: [], cell: 14, rowH: 16, left: 170, top: 44, cursor: null };
+  function renderHeat(d) {
+    const canvas = $("heat");
+    const metric = $("heat-metric").value;
+    const showExited = $("show-exited").checked;
+    const rows = d.threads.filter((x) => showExited || x.state === "alive");
+    const used = new Set();
+    for (const x of rows) for (const [c, cell] of x.cells) if (cell.allocs > 0 || cell.liveBlocks > 0) used.add(c);
+    const cols = [...used].sort((a, b) => a - b);
+    heat.cols = cols; heat.rows = rows;
+    const dpr = window.devicePixelRatio || 1;
+    const w = heat.left + Math.max(1, cols.length) * heat.cell + 8;
+    const h = heat.top + Math.max(1, rows.length) * heat.rowH + 4;
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+      canvas.style.width = w + "px"; canvas.style.height = h + "px";
+    }
+    const g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    // Labels change rarely: drawn once into an offscreen layer, copied on every update.
+    const labelKey = [w, h, dpr, colours["--fg"] || "", document.documentElement.dataset.theme || "",
+      cols.join(","), rows.map((x) => x.name + "/" + x.state).join("|")].join("#");
+    if (heat.labelKey !== labelKey) {
+      heat.labelKey = labelKey;
+      const layer = heat.layer || (heat.layer = document.createElement("canvas"));
+      layer.width = canvas.width;
+      layer.height = canvas.height;
+      const l = layer.getContext("2d");
+      l.setTransform(dpr, 0, 0, dpr, 0, 0);
+      l.fillStyle = cssVar("--card");
+      l.fillRect(0, 0, w, h);
+      l.font = "11px system-ui, sans-serif";
+      l.textBaseline = "middle";
+      l.fillStyle = cssVar("--muted");
+      cols.forEach((c, j) => { // column labels, rotated
+        l.save();
+        l.translate(heat.left + j * heat.cell + heat.cell / 2, heat.top - 4);
+        l.rotate(-Math.PI / 3);
+        l.fillText(c === 0 ? "large" : fmtBytes(d.classes[c].size).replace(" ", ""), 0, 0);
+        l.restore();
+      });
+      rows.forEach((x, i) => {
+        l.fillStyle = x.state === "alive" ? cssVar("--fg") : cssVar("--muted");
+        const label = x.name.length > 22 ? x.name.slice(0, 21) + "…" : x.name;
+        l.fillText(label, 4, heat.top + i * heat.rowH + heat.rowH / 2);
+      });
+      // 32 shades from the card colour to the accent, as ready fillStyle strings
+      const c0 = cssVar("--heat0").split(",").map(Number), c1 = cssVar("--heat1").split(",").map(Number);
+      heat.shades = [];
+      for (let k = 0; k < 32; ++k) {
+        const f = k / 31;
+        heat.shades.push("rgb(" + [0, 1, 2].map((i) => Math.round(c0[i] + (c1[i] - c0[i]) * f)).join(",") + ")");
+      }
+    }
+    g.setTransform(1, 0, 0, 1, 0, 0);
+    g.drawImage(heat.layer, 0, 0);
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const value = (cell) => (!cell ? 0 : metric === "live" ? cell.live : metric === "rate" ? (cell.rate || 0) : cell.allocs);
+    let max = 0;
+    for (const x of rows) for (const c of cols) max = Math.max(max, value(x.cells.get(c)));
+    // Cells grouped by shade: one fillStyle per shade instead of one per cell (log scale).
+    const byShade = heat.shades.map(() => []);
+    const logMax = Math.log1p(max);
+    rows.forEach((x, i) => {
+      cols.forEach((c, j) => {
+        const v = value(x.cells.get(c));
+        const k = max > 0 && v > 0 ? Math.max(1, Math.round((31 * Math.log1p(v)) / logMax)) : 0;
+        byShade[k].push(i, j);
+      });
+    });
+    byShade.forEach((cells, k) => {
+      if (!cells.length) return;
+      g.fillStyle = heat.shades[k];
+      for (let n = 0; n < cells.length; n += 2)
+        g.fillRect(heat.left + cells[n + 1] * heat.cell, heat.top + cells[n] * heat.rowH + 1, heat.cell - 1, heat.rowH - 2);
+    });
+    const fg = cssVar("--fg");
+    if (heat.cursor) {
+      const { i, j } = heat.cursor;
+      if (i < rows.length && j < cols.length) {
+        g.strokeStyle = fg;
+        g.strokeRect(heat.left + j * heat.cell - 0.5, heat.top + i * heat.rowH + 0.5, heat.cell, heat.rowH - 1);
+      }
+    }
+  }
+  function describeCell(i, j) {
+    const x = heat.rows[i], c = heat.cols[j];
+    if (!x || c === undefined) return;
+    const cell = x.cells.get(c) || { live: 0, allocs: 0, liveBlocks: 0, rate: 0 };
+    const cls = c === 0 ? "large blocks" : "class " + c + " (" + fmtBytes(state.current.classes[c].size) + ")";
+    $("heat-hover").textContent = x.name + " · " + cls + ": " + fmtInt(cell.liveBlocks) + " live blocks" +
+      (c === 0 ? "" : " (" + fmtBytes(cell.live) + ")") + ", " + fmtInt(cell.allocs) + " allocations, " +
+      fmtRate(cell.rate || 0) + "/s";
+  }
+  $("heat").addEventListener("mousemove", (e) => {
+    const r = $("heat").getBoundingClientRect();
+    const j = Math.floor((e.clientX - r.left - heat.left) / heat.cell);
+    const i = Math.floor((e.clientY - r.top - heat.top) / heat.rowH);
+    if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) {
+      heat.cursor = { i, j };
+      describeCell(i, j);
+      state.dirty = true;
+      schedule();
+    }
+  });
+  $("heat").addEventListener("keydown", (e) => {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    const m = moves[e.key];
+    if (!m) return;
+    e.preventDefault();
+    const cur = heat.cursor || { i: 0, j: 0 };
+    const i = Math.min(Math.max(0, cur.i + m[0]), heat.rows.length - 1);
+    const j = Math.min(Math.max(0, cur.j + m[1]), heat.cols.length - 1);
+    heat.cursor = { i: Math.max(0, i), j: Math.max(0, j) };
+    describeCell(heat.cursor.i, heat.cursor.j);
+    state.dirty = true;
+    schedule();
+  });
+  $("heat-metric").addEventListener("change", () => { state.dirty = true; schedule(); });
+
+  // ---------------------------------------------------------------------------------------------
+  // Tuning panel: built once from the options, then updated in place (an input being edited is
+  // never overwritten).
+  const optionRows = new Map();
+  function buildTuning(s) {
+    const form = $("tuning");
+    for (const o of s.options) {
+      if (optionRows.has(o.name)) continue;
+      const div = document.createElement("div");
+      div.className = "opt" + (o.live ? "" : " readonly");
+      const id = "opt-" + o.name;
+      const label = document.createElement("label");
+      label.htmlFor = id;
+      label.textContent = o.name;
+      const input = document.createElement("input");
+      input.id = id;
+      input.name = o.name;
+      input.type = "text";
+      input.inputMode = "numeric";
+      input.autocomplete = "off";
+      input.value = String(o.effective);
+      input.disabled = !o.live;
+      input.setAttribute("aria-describedby", id + "-doc " + id + "-msg");
+      const msg = document.createElement("span");
+      msg.className = "msg";
+      msg.id = id + "-msg";
+      msg.setAttribute("aria-live", "polite");
+      const doc = document.createElement("div");
+      doc.className = "doc";
+      doc.id = id + "-doc";
+      div.append(label, input, msg, doc);
+      form.appendChild(div);
+      input.addEventListener("keydown", (e) => {
+        if (e.key === "Enter") { e.preventDefault(); submitOption(o.name, input.value); }
+        if (e.key === "Escape") { input.value = input.dataset.effective || input.value; input.dataset.dirty = ""; }
+      });
+      input.addEventListener("input", () => { input.dataset.dirty = "1"; });
+      input.addEventListener("change", () => { if (input.dataset.dirty) submitOption(o.name, input.value); });
+      optionRows.set(o.name, { div, input, msg, doc });
+    }
+  }
+  function setMsg(row, kind, text) {
+    row.msg.className = "msg " + kind;
+    row.msg.textContent = text;
+  }
+  async function submitOption(name, text) {
+    const row = optionRows.get(name);
+    const trimmed = String(text).trim();
+    // Send what was typed: a number as a number, anything else as it is, so the server's own
+    // validation (and its message) decides.
+    let value = trimmed;
+    if (/^-?\d+$/.test(trimmed)) value = Number(trimmed);
+    else if (trimmed === "true" || trimmed === "false") value = trimmed === "true";
+    row.input.dataset.dirty = "";
+    state.pending.delete(name); // a new request supersedes the one being followed
+    setMsg(row, "pending", "sending…");
+    let r;
+    try { r = await postJSON("/api/options", { [name]: value }); }
+    catch (e) { setMsg(row, "error", "not sent: " + e.message); return; }
+    if (!r.ok) {
+      row.input.setAttribute("aria-invalid", "true");
+      setMsg(row, "error", (r.body && r.body.error) || "HTTP " + r.status);
+      return;
+    }
+    row.input.removeAttribute("aria-invalid");
+    state.pending.set(name, { value: r.body.applied ? r.body.applied[name] : value,
+      generation: r.body.generation, posted: performance.now() });
+    setMsg(row, "pending", "sent (generation " + r.body.generation + "), waiting for the allocator…");
+    if (state.current) updateTuning(state.current);
+  }
+  function updateTuning(d) {
+    const s = d.s;
+    buildTuning(s);
+    const alive = d.threads.filter((x) => x.state === "alive");
+    const gen = s.control.generation;
+    const appliedAll = alive.filter((x) => x.applied >= gen).length;
+    $("generation").textContent = "generation " + gen + " · validated " + s.control.validated_generation +
+      " · rejected " + s.control.rejected + " · applied by " + appliedAll + "/" + alive.length + " live threads";
+    for (const o of s.options) {
+      const row = optionRows.get(o.name);
+      if (!row) continue;
+      const range = o.bool ? "0 or 1" : fmtInt(o.min) + " … " + fmtInt(o.max);
+      const doc = (o.doc || "") + " · range " + range + " · default " + o.default +
+        (o.live ? "" : " · fixed at start (LIVEALLOC_" + o.name.toUpperCase() + ")");
+      if (row.doc.textContent !== doc) row.doc.textContent = doc;
+      row.input.dataset.effective = String(o.effective);
+      if (document.activeElement !== row.input && !row.input.dataset.dirty && row.input.value !== String(o.effective)
+          && !state.pending.has(o.name) && row.input.getAttribute("aria-invalid") !== "true")
+        row.input.value = String(o.effective);
+      const p = state.pending.get(o.name);
+      if (!p || state.mode === "replay") continue;
+      if (s.control.validated_generation < p.generation) continue;
+      if (o.effective !== p.value) {
+        setMsg(row, "error", "the allocator rejected " + p.value + " (in force: " + o.effective + ")");
+        state.pending.delete(o.name);
+        continue;
+      }
+      const applied = alive.filter((x) => x.applied >= p.generation).length;
+      const ms = Math.round(performance.now() - p.posted);
+      if (!p.validatedMs) p.validatedMs = ms;
+      const when = "in effect: " + o.effective + " since " + new Date().toLocaleTimeString() + " (" + fmtInt(p.validatedMs) + " ms after sending)";
+      if (applied === alive.length) {
+        setMsg(row, "ok", when + ", applied by all " + alive.length + " threads");
+        state.pending.delete(o.name);
+        row.input.value = String(o.effective);
+      } else {
+        if (!p.when) p.when = when;
+        setMsg(row, "pending", p.when + "; applied by " + applied + "/" + alive.length +
+          " threads (idle threads apply it at their next refill)");
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Recommendations, from the samples of the last half minute.
+  const REC_WINDOW_MS = 30000;
+  function option(s, name) { return s.options.find((o) => o.name === name); }
+  function renderRecommendations(d) {
+    const tbody = document.querySelector("#recommendations tbody");
+    const series = state.series;
+    const now = series[series.length - 1];
+    const recs = [];
+    if (now && series.length >= 2) {
+      let first = series.length - 1;
+      while (first > 0 && now.t - series[first - 1].t <= REC_WINDOW_MS) --first;
+      const old = series[first];
+      const seconds = Math.max(0.001, (now.t - old.t) / 1000);
+      $("rec-window").textContent = fmtDuration(now.t - old.t);
+      const pr = option(d.s, "page_recycle");
+      if (pr && pr.live) {
+        for (let c = 1; c < now.cls.length; ++c) {
+          const [taken, released, kept, , , threads] = now.cls[c];
+          const [taken0, released0] = old.cls[c] || [0, 0];
+          const k = d.classes[c];
+          const size = k.size;
+          // A span is the fewest 64 KiB units that hold 8 blocks (livealloc's class_units).
+          const span = Math.max(1, Math.ceil((8 * size) / 65536)) * 65536;
+          const perSpan = Math.floor(span / size);
+          const back = Math.min(taken - taken0, released - released0); // released, then taken again
+          const nthreads = Math.max(1, threads);
+          if (back > 0) {
+            // Keeping as many empty spans as the busiest thread holds at its peak means a
+            // thread that swings between empty and its peak never gives spans back.
+            const spans = Math.max(1, Math.ceil(k.maxPeak / perSpan));
+            const want = Math.min(pr.max, Math.max(pr.effective + 1, spans));
+            if (want > pr.effective)
+              recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
+                why: fmtInt(back) + " spans of " + fmtBytes(size) + " blocks were released and taken again in " +
+                  fmtDuration(seconds * 1000) + " by " + nthreads + " thread" + (nthreads > 1 ? "s" : "") +
+                  "; the busiest peaks at " + fmtInt(k.maxPeak) + " blocks (" + spans + " span" + (spans > 1 ? "s" : "") +
+                  "): keeping " + want + " per thread avoids the round trips (up to " + fmtBytes(want * span) + " each)" });
+          } else if (kept * span >= 4 * 1048576 && taken === taken0 && pr.effective > 0) {
+            const want = Math.max(pr.min, Math.floor(pr.effective / 2));
+            recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
+              why: fmtBytes(kept * span) + " of empty " + fmtBytes(size) + " spans are kept and none was taken in " +
+                fmtDuration(seconds * 1000) + "; a lower threshold returns them" });
+          }
+        }
+      }
+      const lc = option(d.s, "large_cache");
+      if (lc && lc.live) {
+        let peak = 0;
+        for (let i = first; i < series.length; ++i) peak = Math.max(peak, series[i].large);
+        const maps = now.mmaps - old.mmaps;
+        const mib = Math.ceil(peak / 1048576);
+        if (maps > 10 && mib > lc.effective) {
+          const want = Math.min(lc.max, Math.ceil(mib * 1.25));
+          recs.push({ cls: 0, option: "large_cache", now: lc.effective, want,
+            why: fmtInt(maps) + " mappings in " + fmtDuration(seconds * 1000) + " while large blocks peaked at " +
+              fmtBytes(peak) + "; a cache of " + want + " MiB keeps them mapped" });
+        }
+      }
+    } else {
+      $("rec-window").textContent = "-";
+    }
+    recs.sort((a, b) => b.want - a.want);
+    syncRows(tbody, recs, (r) => r.cls + ":" + r.option,
+      (r, key) => {
+        const tr = makeRow(key, 6, ["", "", "num", "num", "why", ""], () => {});
+        tr.tabIndex = -1;
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = "Apply";
+        b.addEventListener("click", (e) => {
+          e.stopPropagation();
+          const row = optionRows.get(b.dataset.option);
+          if (row) row.input.value = b.dataset.want;
+          submitOption(b.dataset.option, b.dataset.want);
+        });
+        tr.children[5].appendChild(b);
+        return tr;
+      },
+      (tr, r) => {
+        const td = tr.children;
+        setCell(td[0], r.cls === 0 ? "large" : r.cls + " (" + fmtBytes(d.classes[r.cls].size) + ")", r.cls);
+        setCell(td[1], r.option);
+        setCell(td[2], fmtInt(r.now), r.now);
+        setCell(td[3], fmtInt(r.want), r.want);
+        setCell(td[4], r.why);
+        const b = td[5].firstChild;
+        b.dataset.option = r.option;
+        b.dataset.want = String(r.want);
+        b.disabled = state.mode === "replay";
+      });
+    if (!recs.length && tbody.children.length === 0) {
+      // one explanatory row, not selectable
+      const tr = document.createElement("tr");
+      tr.dataset.key = "none";
+      const td = document.createElement("td");
+      td.colSpan = 6;
+      td.className = "muted";
+      td.textContent = "Nothing to change: no size class returned spans and took them back, and no class keeps idle memory.";
+      tr.appendChild(td);
+      tbody.appendChild(tr);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Rendering: at most once per frame, whatever the rate of samples.
+  let frame = 0;
+  function schedule() {
+    if (frame) return;
+    frame = requestAnimationFrame(() => { frame = 0; render(); });
+  }
+  function setText(id, text) { const e = $(id); if (e.textContent !== text) e.textContent = text; }
+  // Render cost, for web/tests/perf.mjs (and anyone curious, from the console).
+  function timed(name, fn) {
+    const t0 = performance.now();
+    fn();
+    stats.sections[name] = (stats.sections[name] || 0) + performance.now() - t0;
+  }
+  function render() {
+    const t0 = performance.now();
+    renderNow();
+    const ms = performance.now() - t0;
+    stats.renders += 1;
+    stats.totalMs += ms;
+    stats.maxMs = Math.max(stats.maxMs, ms);
+    stats.last.push(ms);
+    if (stats.last.length > 1000) stats.last.shift();
+  }
+  function renderNow() {
+    const live = state.current;
+    if (!live) return;
+    const d = state.baseline && state.sinceBaseline && state.mode !== "replay" ? state.sinceBaseline : live;
+    const s = live.s;
+    setText("f-program", s.program || "?");
+    setText("f-pid", String(s.pid));
+    setText("f-uptime", fmtDuration(live.uptime));
+    setText("f-threads", fmtInt(live.aliveThreads));
+    setText("f-live", fmtBytes(s.process.live_bytes));
+    setText("f-resident", s.process.resident_bytes ? fmtBytes(s.process.resident_bytes) : "-");
+    setText("f-committed", fmtBytes(s.process.committed_bytes));
+    setText("f-cached", fmtBytes(live.cached));
+    document.title = "memlive · " + (s.program || "") + " " + s.pid;
+    timed("classes", () => renderClasses(d));
+    timed("threads", () => renderThreads(d));
+    timed("matrix", () => renderMatrix(d));
+    timed("heat", () => renderHeat(d));
+    timed("tuning", () => updateTuning(live));
+    timed("recommendations", () => renderRecommendations(live));
+    timed("chart", updateChart);
+    document.body.dataset.takenNs = String(d.s.taken_ns);
+    document.body.dataset.samples = String(state.series.length);
+    state.dirty = false;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Keyboard shortcuts (not while typing).
+  document.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) return;
+    if (e.key === "p") togglePause();
+    else if (e.key === "b") toggleBaseline();
+    else if (e.key === "t") $("theme").click();
+  });
+
+  // ---------------------------------------------------------------------------------------------
+  // Start
+  let savedTheme = "";
+  try {
+    savedTheme = localStorage.getItem("memlive.theme") || "";
+    const iv = Number(localStorage.getItem("memlive.interval"));
+    if ([0, 50, 100, 250, 500, 1000, 5000].includes(iv)) { state.interval = iv; $("interval").value = String(iv); }
+  } catch (e) { /* private mode */ }
+  makeChart();
+  applyTheme(savedTheme);
+  goLive();
+})();

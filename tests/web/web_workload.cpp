@@ -1,0 +1,140 @@
+// The workload behind the browser tests (tests/web/browser.mjs): an unmodified program (plain
+// malloc/free, no livealloc header) run under `memlive run`, so it uses the preloaded allocator.
+//
+// Named threads, each doing a fixed amount of work and then holding still, so that the numbers
+// the page shows can be compared with /api/snapshot:
+//   ingest-0  1000 blocks of 48 B, all kept
+//   ingest-1  500 blocks of 1000 B, the first 100 freed
+//   worker-0  300 blocks of 4096 B handed to `cache`, which frees them (cross-thread frees)
+//   cache     frees what worker-0 hands over
+//   ticker    allocates and frees 9 blocks of 256 KiB every 5 ms, for ever, so the allocator
+//             reaches a slow path and applies tuning requests
+// The threads stay alive (parked) after their work. Prints "ready <pid>" once the fixed work is
+// done; exits at end of input (or SIGTERM).
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::mutex g_park_mutex;
+std::condition_variable g_park_cv;
+std::mutex g_mutex;
+std::condition_variable g_cv;
+std::deque<void*> g_handoff;
+bool g_handoff_done = false;
+std::atomic<int> g_ready{0};
+std::vector<void*> g_kept;  // blocks kept alive by the ingest threads (guarded by g_mutex)
+
+void name(const char* n) {
+  if (pthread_setname_np(pthread_self(), n) != 0) {
+    std::fprintf(stderr, "web_workload: cannot name a thread %s\n", n);
+    std::exit(1);
+  }
+}
+
+// Done: wait, without allocating, until main says stop.
+void park() {
+  ++g_ready;
+  std::unique_lock<std::mutex> lock(g_park_mutex);
+  g_park_cv.wait(lock, [] { return g_stop.load(); });
+}
+
+void* must_malloc(std::size_t n) {
+  void* p = std::malloc(n);
+  if (!p) {
+    std::fprintf(stderr, "web_workload: out of memory\n");
+    std::exit(1);
+  }
+  std::memset(p, 0x5a, n);
+  return p;
+}
+
+void ingest(const char* n, std::size_t size, int count, int frees) {
+  name(n);
+  std::vector<void*> blocks;
+  blocks.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) blocks.push_back(must_malloc(size));
+  for (int i = 0; i < frees; ++i) std::free(blocks[static_cast<std::size_t>(i)]);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_kept.insert(g_kept.end(), blocks.begin() + frees, blocks.end());
+  }
+  park();
+}
+
+void worker() {
+  name("worker-0");
+  for (int i = 0; i < 300; ++i) {
+    void* p = must_malloc(4096);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_handoff.push_back(p);
+    g_cv.notify_one();
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_handoff_done = true;
+    g_cv.notify_one();
+  }
+  park();
+}
+
+void cache() {
+  name("cache");
+  std::unique_lock<std::mutex> lock(g_mutex);
+  for (;;) {
+    g_cv.wait(lock, [] { return !g_handoff.empty() || g_handoff_done; });
+    while (!g_handoff.empty()) {
+      void* p = g_handoff.front();
+      g_handoff.pop_front();
+      std::free(p);
+    }
+    if (g_handoff_done) break;
+  }
+  lock.unlock();
+  park();
+}
+
+void ticker() {
+  name("ticker");
+  while (!g_stop.load()) {
+    void* p[9];
+    for (void*& q : p) q = must_malloc(256 * 1024);
+    for (void* q : p) std::free(q);
+    usleep(5000);
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::thread t_ticker(ticker);
+  std::thread t_cache(cache);
+  std::thread t_worker(worker);
+  std::thread t_in0(ingest, "ingest-0", 48, 1000, 0);
+  std::thread t_in1(ingest, "ingest-1", 1000, 500, 100);
+  while (g_ready.load() < 4) usleep(1000);
+  std::printf("ready %d\n", static_cast<int>(getpid()));
+  std::fflush(stdout);
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, stdin)) {
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_park_mutex);
+    g_stop = true;
+  }
+  g_park_cv.notify_all();
+  for (std::thread* t : {&t_ticker, &t_cache, &t_worker, &t_in0, &t_in1}) t->join();
+  for (void* p : g_kept) std::free(p);
+  return 0;
+}
