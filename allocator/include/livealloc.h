@@ -1886,16 +1886,28 @@ inline bool large_cache_sweep(bool all) noexcept {
 }
 inline bool large_cache_clear() noexcept { return large_cache_sweep(true); }
 
-// Resizes a cached mapping (4 MiB-aligned base) for a request of `need` bytes: one up to twice as
-// large is kept whole, a larger one loses its tail, a smaller one grows in place or moves its pages (mremap, no copy) to a new aligned range.
-// Its resident pages are what make the reuse worth it. nullptr (and the mapping unmapped) if the
-// move fails.
-inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need) noexcept {
+inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept;
+
+// Resizes a cached mapping (4 MiB-aligned base) for a request of `need` bytes and sets *out to
+// its new size. One up to twice as large is kept whole. A larger one is split at the first
+// 4 MiB boundary past `need`: the rest stays mapped (and resident) and goes back to the cache as
+// an entry of its own, so a later, larger request can take it back without faulting its pages
+// in again (see large_cache_take). A smaller one grows in place or moves its pages (mremap, no
+// copy) to a new aligned range. Its resident pages are what make the reuse worth it. nullptr
+// (and the mapping unmapped) if the move fails.
+inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need,
+                               std::size_t* out) noexcept {
+  *out = size;
   if (size >= need && size / 2 <= need) return base;  // close enough: keep it whole
   if (size > need) {
-    os_unmap(base + need, size - need);
+    const std::size_t keep = round_up(need, kSegmentSize);
+    if (keep < size) {
+      large_cache_put(base + keep, size - keep);
+      *out = keep;
+    }
     return base;
   }
+  *out = need;
   if (mremap(base, size, need, 0) != MAP_FAILED) return base;
   void* target = os_map_aligned(need, kSegmentSize);
   void* moved = target ? mremap(base, size, need, MREMAP_MAYMOVE | MREMAP_FIXED, target)
@@ -1909,8 +1921,10 @@ inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t
 }
 
 // The cached mapping that shares the most resident bytes with a request of `need` bytes (the
-// least waste among equals), resized to `need`. A loop of large allocations of varying sizes
-// then reuses the pages it touched last time instead of faulting in new ones.
+// least waste among equals), resized to `need`. One too small first takes back the cached
+// entries right after it (pieces split off by large_fit, contiguous in the same mapping). A
+// loop of large allocations of varying sizes then reuses the pages it touched last time instead
+// of faulting in new ones.
 inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
   large_cache_entry e;
@@ -1931,15 +1945,23 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
     if (best < 0) return nullptr;
     e = g.large_cache[best];
     g.large_cache[best] = g.large_cache[--g.large_cache_count];
-    if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
     sub(g_proc->cached_bytes, e.size);
+    for (unsigned i = 0; e.size < need && i < g.large_cache_count;) {
+      if (g.large_cache[i].base != e.base + e.size) {
+        ++i;
+        continue;
+      }
+      e.size += g.large_cache[i].size;
+      sub(g_proc->cached_bytes, g.large_cache[i].size);
+      g.large_cache[i] = g.large_cache[--g.large_cache_count];
+      i = 0;  // the next piece may sit anywhere in the table
+    }
+    if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
   }
 #if LIVEALLOC_CHECKED
   chunk_mark(e.base, e.size, 0);
 #endif
-  std::uint8_t* base = large_fit(e.base, e.size, need);
-  if (base) *size = e.size >= need && e.size / 2 <= need ? e.size : need;
-  return base;
+  return large_fit(e.base, e.size, need, size);
 }
 
 // Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms, evicting the
