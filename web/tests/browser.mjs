@@ -318,6 +318,18 @@ try {
   check(fs.statSync(shot).size > 10000, "a screenshot was written: " + shot);
 
   check(consoleErrors.length === 0, "no console errors", consoleErrors.join("\n      "));
+
+  // The workload ends: the page says so and keeps its last state; the server goes: reconnecting.
+  server.stdin.end();
+  const exited = await until("the page to show the exit", () => page.evaluate(() =>
+    document.body.dataset.mode === "exited" ? document.getElementById("conn").textContent : null)).catch(() => null);
+  check(exited === "process exited", "when the program exits the page shows 'process exited'", exited);
+  check((await page.$$("#threads tbody tr")).length > 0, "and still shows its last state");
+  server.kill("SIGINT");
+  await serverExit;
+  const gone = await until("the page to notice the server went away", () => page.evaluate(() =>
+    document.body.dataset.mode === "reconnecting" ? true : null)).catch(() => false);
+  check(gone, "when the server stops the page shows 'reconnecting'");
   exitCode = failures ? 1 : 0;
 } catch (e) {
   console.log("FAIL  " + (e && e.stack ? e.stack : e));
