@@ -1,24 +1,118 @@
 #!/usr/bin/env bash
-# The main demo: build liblivealloc.so and the demo workload, then run the workload with the
-# allocator preloaded. Usage: examples/run-demo.sh [threads] [scale]
+# The demo: builds the whole tree in build/ (after tests/setup.sh has installed what is missing),
+# then runs examples/demo_workload.cpp -- a request-processing pipeline with named threads
+# (producer-N, worker-N, cache, reporter) -- under liblivealloc.so with `memlive run`, which serves
+# the live page at http://127.0.0.1:PORT until Ctrl-C.
+#
+# Usage: examples/run-demo.sh [--port P] [--seconds N] [--no-build] [--build DIR] [-- demo options]
+#   --port P      the page's port (default 8080; 0 picks a free one)
+#   --seconds N   stop after N seconds instead of at Ctrl-C
+#   --no-build    skip setup and build (use what the build directory holds)
+#   --build DIR   the build directory (default: build/ in the repository)
+#   demo options  passed to demo_workload (--workers N, --producers N, --rate N, --cache-mib N;
+#                 see build/examples/demo_workload --help)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
+port=8080
+seconds=""
+do_build=1
+demo_args=()
 
-"$root/tests/setup.sh"
-# The same configuration as tests/run.sh's main build, so the two share build/.
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIVEALLOC_SANITIZE= \
-  -DLIVEALLOC_BUILD_TESTS=ON -DLIVEALLOC_BUILD_EXAMPLES=ON -DLIVEALLOC_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build "$build" -j2 --target livealloc_preload demo_workload
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+while (($# > 0)); do
+  case "$1" in
+    --port)
+      [[ $# -ge 2 && "$2" =~ ^[0-9]+$ && "$2" -le 65535 ]] || {
+        echo "run-demo: --port needs a port number from 0 to 65535" >&2
+        exit 2
+      }
+      port="$2"
+      shift 2
+      ;;
+    --seconds)
+      [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || {
+        echo "run-demo: --seconds needs a positive number" >&2
+        exit 2
+      }
+      seconds="$2"
+      shift 2
+      ;;
+    --no-build)
+      do_build=0
+      shift
+      ;;
+    --build)
+      [[ $# -ge 2 ]] || {
+        echo "run-demo: --build needs a directory" >&2
+        exit 2
+      }
+      build="$(mkdir -p "$2" && cd "$2" && pwd)"
+      shift 2
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --)
+      shift
+      demo_args+=("$@")
+      break
+      ;;
+    *)
+      echo "run-demo: unknown option '$1'" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+done
 
-# An absolute path: a preloaded child that changes directory would lose a relative one.
-lib="$build/allocator/liblivealloc.so"
-if [[ ! -f "$lib" ]]; then
-  echo "run-demo: $lib was not built" >&2
-  exit 1
+if ((do_build)); then
+  "$root/tests/setup.sh"
+  # The same configuration as tests/run.sh's main build, so the two share build/.
+  echo "run-demo: building everything in $build/ (the first time takes a few minutes)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIVEALLOC_SANITIZE= \
+    -DLIVEALLOC_BUILD_TESTS=ON -DLIVEALLOC_BUILD_EXAMPLES=ON -DLIVEALLOC_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$build" -j2
 fi
 
-echo "run-demo: LD_PRELOAD=$lib $build/examples/demo_workload --expect-preload${*:+ $*}"
-# --expect-preload makes the workload fail if the loader silently ignored LD_PRELOAD.
-LD_PRELOAD="$lib" "$build/examples/demo_workload" --expect-preload "$@"
+memlive="$build/memlive/memlive"
+demo="$build/examples/demo_workload"
+lib="$build/allocator/liblivealloc.so"
+for f in "$memlive" "$demo" "$lib"; do
+  if [[ ! -f "$f" ]]; then
+    echo "run-demo: $f is missing; run examples/run-demo.sh without --no-build" >&2
+    exit 1
+  fi
+done
+
+# A taken port is the most likely failure: say so before anything starts.
+if [[ "$port" != 0 ]] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  next=$((port + 1))
+  echo "run-demo: port $port on 127.0.0.1 is taken by another program." >&2
+  echo "run-demo: run 'examples/run-demo.sh --port $next' (or --port 0 for any free port)," >&2
+  echo "run-demo: or see what holds it with: ss -ltnp 'sport = :$port'" >&2
+  exit 8
+fi
+
+url="http://127.0.0.1:$port"
+[[ "$port" == 0 ]] && url="(the address memlive prints below)"
+memlive_args=(run --port "$port")
+if [[ -n "$seconds" ]]; then
+  memlive_args+=(--exit-when-done)
+  demo_args=(--seconds "$seconds" "${demo_args[@]}")
+fi
+[[ "$port" != 0 ]] && demo_args=(--url "$url" "${demo_args[@]}")
+
+echo "run-demo: starting the demo under livealloc; open $url in a browser"
+echo "run-demo: Ctrl-C stops it"
+# memlive run preloads $lib into the demo (LD_PRELOAD, absolute path) with LIVEALLOC_PROFILE=1,
+# serves its telemetry, passes Ctrl-C on to it and exits with its status.
+rc=0
+"$memlive" "${memlive_args[@]}" -- "$demo" --expect-preload "${demo_args[@]}" || rc=$?
+if ((rc == 8)); then
+  echo "run-demo: port $port is in use; run 'examples/run-demo.sh --port $((port + 1))'" \
+    "(or --port 0 for any free port)" >&2
+fi
+exit "$rc"

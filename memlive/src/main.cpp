@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+#ifndef MEMLIVE_INSTALL_LIBDIR  // set by memlive/CMakeLists.txt from GNUInstallDirs
+#define MEMLIVE_INSTALL_LIBDIR "lib"
+#endif
+
 namespace {
 
 using memlive::error_kind;
@@ -30,7 +34,7 @@ constexpr const char* kUsage =
     "\n"
     "Reads the telemetry segment (/dev/shm/livealloc.<pid>) of a process that runs livealloc with\n"
     "profiling on: LD_PRELOAD=/abs/path/liblivealloc.so LIVEALLOC_PROFILE=1 ./program, or a call\n"
-    "to livealloc::telemetry::enable().\n"
+    "to livealloc::telemetry::enable(); `memlive run` starts a program that way for you.\n"
     "\n"
     "verbs:\n"
     "  list [--clean]                      processes publishing a segment; --clean removes the\n"
@@ -49,7 +53,9 @@ constexpr const char* kUsage =
     "                                      profiling on, and serve it like serve (exit: its "
     "status)\n"
     "\n"
-    "  memlive --help | --version | <verb> --help\n"
+    "options:\n"
+    "  -h, --help     this text; `memlive <verb> --help` describes a verb and its options\n"
+    "  --version      the memlive version and the telemetry layout version it reads\n"
     "\n"
     "exit codes:\n"
     "  0  success\n"
@@ -61,21 +67,35 @@ constexpr const char* kUsage =
     "  6  version mismatch or malformed segment\n"
     "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n"
     "  8  serve: the port is in use (run too)\n"
-    "  127  run: the program was not found (126: not executable)\n";
+    "  127  run: the program was not found (126: not executable)\n"
+    "\n"
+    "examples:\n"
+    "  memlive run -- ./app args           profile ./app, page at http://127.0.0.1:8080/\n"
+    "  memlive list                        which processes can be read\n"
+    "  memlive snapshot --pid 1234 --format prometheus\n"
+    "  memlive tune --pid 1234 page_recycle=8 purge_delay=100\n";
 
 constexpr const char* kListHelp =
     "usage: memlive list [--clean]\n"
     "\n"
     "Lists the processes that publish a telemetry segment: pid, program, threads alive, age and\n"
-    "state (running; stale: the process is gone; unreadable: the reason). --clean removes the\n"
-    "segments of processes that are gone and says how many.\n";
+    "state (running; stale: the process is gone; unreadable: the reason).\n"
+    "\n"
+    "options:\n"
+    "  --clean        also remove the segments of processes that are gone, and say how many\n"
+    "  -h, --help     this text\n";
 constexpr const char* kSnapshotHelp =
     "usage: memlive snapshot --pid N [--format json|csv|prometheus]\n"
     "\n"
-    "Prints one snapshot of the process's counters. json: one object (schema memlive.snapshot/1,\n"
-    "see memlive/README.md); csv: one row per thread and size class with a non-zero counter;\n"
-    "prometheus: text exposition format 0.0.4. A segment left by a process that is gone is still\n"
-    "printed, with a note on stderr.\n";
+    "Prints one snapshot of the process's counters. A segment left by a process that is gone is\n"
+    "still printed, with a note on stderr.\n"
+    "\n"
+    "options:\n"
+    "  --pid N        the process (required; `memlive list` shows the candidates)\n"
+    "  --format F     json (default): one object, schema memlive.snapshot/1 (memlive/README.md);\n"
+    "                 csv: one row per thread and size class with a non-zero counter;\n"
+    "                 prometheus: text exposition format 0.0.4\n"
+    "  -h, --help     this text\n";
 constexpr const char* kTuneHelp =
     "usage: memlive tune --pid N name=value [name=value ...]\n"
     "\n"
@@ -83,26 +103,47 @@ constexpr const char* kTuneHelp =
     "options the segment publishes (name, live, range, bool); if one fails, nothing is applied\n"
     "(exit 2 for syntax, 7 otherwise). Then all are stored, and memlive waits up to 2 s for the\n"
     "allocator to validate them, and reports each as accepted or rejected (exit 7 if any was\n"
-    "rejected). Values may be integers or true/false/on/off. The allocator validates and each\n"
-    "thread applies a change at its next slow path: an idle thread applies it later; if nothing\n"
-    "validates within 2 s the change is reported as pending (exit 0).\n";
+    "rejected). The allocator validates and each thread applies a change at its next slow path:\n"
+    "an idle thread applies it later; if nothing validates within 2 s the change is reported as\n"
+    "pending (exit 0).\n"
+    "\n"
+    "options:\n"
+    "  --pid N        the process (required; it must run as your user: tuning writes its segment)\n"
+    "  name=value     an option (`memlive snapshot --pid N` lists them under \"options\"; the\n"
+    "                 README's options table documents them) and an integer, or true/false/on/off\n"
+    "  -h, --help     this text\n";
 constexpr const char* kRecordHelp =
     "usage: memlive record --pid N --interval MS --out FILE [--count N | --duration S]\n"
     "\n"
-    "Writes one JSON snapshot per line (the schema of `memlive snapshot`) every MS milliseconds\n"
-    "(at least 10) to FILE ('-' for stdout). Stops after N samples, after S seconds, when the\n"
-    "process exits (a final sample is written and the exit reported), or on SIGINT/SIGTERM (the\n"
-    "file is flushed, exit 0).\n";
+    "Writes one JSON snapshot per line (the schema of `memlive snapshot`). Stops after N samples,\n"
+    "after S seconds, when the process exits (a final sample is written and the exit reported),\n"
+    "or on SIGINT/SIGTERM (the file is flushed, exit 0).\n"
+    "\n"
+    "options:\n"
+    "  --pid N        the process (required)\n"
+    "  --interval MS  milliseconds between samples, 10 to 86400000 (required)\n"
+    "  --out FILE     the file to write, '-' for stdout (required; replaced if it exists)\n"
+    "  --count N      stop after N samples\n"
+    "  --duration S   stop after S seconds (not with --count)\n"
+    "  -h, --help     this text\n";
 
 constexpr const char* kServeHelp =
     "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
     "\n"
-    "Serves the process's telemetry over HTTP at http://H:P/ (H: 127.0.0.1, an IPv4 address or\n"
-    "localhost; P: 8080, 0 picks a free port; MS: the default /api/stream interval, 50 to 60000,\n"
-    "250 by default): /api/snapshot, /api/stream, /api/options (GET, POST to tune), /metrics,\n"
+    "Serves the process's telemetry over HTTP at http://H:P/: the live page, /api/snapshot,\n"
+    "/api/stream, /api/options (GET, POST to tune), /api/history, /api/baseline, /metrics,\n"
     "/healthz. Prints the URL, then serves until SIGINT/SIGTERM (exit 0). When the process exits\n"
-    "it says so and keeps serving its last state. Exit 8 when the port is in use. Tuning needs\n"
-    "write access to the segment (the process's user); without it the options are read-only.\n";
+    "it says so and keeps serving its last state. Tuning needs write access to the segment (the\n"
+    "process's user); without it the options are read-only.\n"
+    "\n"
+    "options:\n"
+    "  --pid N        the process (required)\n"
+    "  --host H       the IPv4 address to listen on: 127.0.0.1 (default), localhost, or an\n"
+    "                 address of this machine (the page then answers other machines, with no\n"
+    "                 authentication)\n"
+    "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit 8\n"
+    "  --interval MS  the default /api/stream interval, 50 to 60000 (default 250)\n"
+    "  -h, --help     this text\n";
 
 constexpr const char* kRunHelp =
     "usage: memlive run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done]\n"
@@ -110,12 +151,22 @@ constexpr const char* kRunHelp =
     "\n"
     "Starts the program with LD_PRELOAD=<liblivealloc.so> (prepended to an existing LD_PRELOAD)\n"
     "and LIVEALLOC_PROFILE=1, waits for its telemetry segment and serves it like `serve` at\n"
-    "http://H:P/ (printed). The library is PATH, else <build>/allocator/liblivealloc.so next to\n"
-    "this binary's directory (<build>/memlive/memlive). When the program exits, its status is\n"
-    "printed and its last state stays served until SIGINT/SIGTERM; --exit-when-done stops at\n"
-    "once instead. memlive then exits with the program's status (128+N if killed by signal N).\n"
-    "SIGINT/SIGTERM while the program runs is passed on to it. Exit 127: program not found;\n"
-    "126: not executable; 8: the port is in use (the program is not left running).\n";
+    "http://H:P/ (printed). When the program exits, its status is printed and its last state\n"
+    "stays served until SIGINT/SIGTERM. memlive then exits with the program's status (128+N if\n"
+    "killed by signal N). SIGINT/SIGTERM while the program runs is passed on to it. Exit 127:\n"
+    "program not found; 126: not executable; 8: the port is in use (the program is not left\n"
+    "running).\n"
+    "\n"
+    "options:\n"
+    "  --host H          the IPv4 address to listen on (default 127.0.0.1; see `serve --help`)\n"
+    "  --port P          the port, 8080 by default; 0 picks a free one (printed)\n"
+    "  --interval MS     the default /api/stream interval, 50 to 60000 (default 250)\n"
+    "  --lib PATH        the liblivealloc.so to preload; by default the one beside memlive:\n"
+    "                    <build>/allocator/ for <build>/memlive/memlive (a build tree), or\n"
+    "                    <prefix>/" MEMLIVE_INSTALL_LIBDIR "/ for <prefix>/bin/memlive (installed)\n"
+    "  --exit-when-done  stop serving as soon as the program exits\n"
+    "  -- program args   the program (searched in PATH) and its arguments\n"
+    "  -h, --help        this text\n";
 
 int usage_error(const std::string& msg, const char* help = nullptr) {
   std::fprintf(stderr, "memlive: %s\n", msg.c_str());
@@ -300,7 +351,10 @@ int cmd_list(const args& a) {
 // Opens the segment of --pid, or prints why not and returns the exit code in *code.
 std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int* code) {
   memlive::open_result r = memlive::open_segment(a.pid, for_tuning, a.dir);
-  if (!r.segment) *code = fail(r.kind, r.error);
+  if (!r.segment)
+    *code = fail(r.kind, r.error + (r.kind == error_kind::no_process
+                                        ? "; `memlive list` shows the processes that publish one"
+                                        : ""));
   return std::move(r.segment);
 }
 
@@ -558,28 +612,42 @@ std::string describe_status(int wstatus) {
   return "exited with status " + std::to_string(exit_code_of(wstatus));
 }
 
-// The library to preload: --lib, else <dir of /proc/self/exe>/../allocator/liblivealloc.so.
+// The library to preload: --lib, else the one beside this binary: <build>/allocator/ when it is
+// <build>/memlive/memlive, <prefix>/<libdir>/ when it is an installed <prefix>/bin/memlive.
 bool find_library(const std::string& given, std::string* out, std::string* error) {
-  std::string path = given;
-  if (path.empty()) {
+  std::vector<std::string> candidates;
+  if (!given.empty()) {
+    candidates.push_back(given);
+  } else {
     char exe[PATH_MAX] = {};
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
-      *error = std::string("cannot read /proc/self/exe: ") + strerror(errno);
+      *error = std::string("cannot read /proc/self/exe: ") + strerror(errno) +
+               "; give the library's path with --lib PATH";
       return false;
     }
     std::string dir(exe, static_cast<std::size_t>(n));
-    dir = dir.substr(0, dir.rfind('/'));                                  // <build>/memlive
-    path = dir.substr(0, dir.rfind('/')) + "/allocator/liblivealloc.so";  // <build>/allocator
+    dir = dir.substr(0, dir.rfind('/'));                 // <build>/memlive or <prefix>/bin
+    const std::string up = dir.substr(0, dir.rfind('/'));  // <build> or <prefix>
+    candidates.push_back(up + "/allocator/liblivealloc.so");
+    const std::string libdir = MEMLIVE_INSTALL_LIBDIR;
+    candidates.push_back((libdir[0] == '/' ? libdir : up + "/" + libdir) + "/liblivealloc.so");
   }
-  char real[PATH_MAX] = {};
-  if (!realpath(path.c_str(), real) || access(real, R_OK) != 0) {
-    *error = "cannot find the allocator library " + path + " (" + strerror(errno) +
-             "); build it, or give its path with --lib PATH";
-    return false;
+  int last_errno = ENOENT;
+  for (const std::string& path : candidates) {
+    char real[PATH_MAX] = {};
+    if (realpath(path.c_str(), real) && access(real, R_OK) == 0) {
+      *out = real;
+      return true;
+    }
+    last_errno = errno;
   }
-  *out = real;
-  return true;
+  std::string tried;
+  for (const std::string& path : candidates) tried += (tried.empty() ? "" : " or ") + path;
+  *error = "cannot find the allocator library " + tried + " (" + strerror(last_errno) +
+           "); build it (cmake --build <build>; sanitizer builds have none), or give its path " +
+           "with --lib PATH";
+  return false;
 }
 
 // Ends the child: SIGTERM, then SIGKILL after 2 s. Returns its wait status.

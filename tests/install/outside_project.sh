@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs a livealloc build into WORK/prefix and builds an outside project against it.
+# Usage: outside_project.sh --build DIR --source DIR --work DIR --generator G --cxx PATH
+# Exit 0 only when every step succeeded and both programs checked their results.
+set -euo pipefail
+
+while (($# > 0)); do
+  case "$1" in
+    --build) build="$2" ;;
+    --source) source="$2" ;;
+    --work) work="$2" ;;
+    --generator) generator="$2" ;;
+    --cxx) cxx="$2" ;;
+    *) echo "usage: $0 --build DIR --source DIR --work DIR --generator G --cxx PATH" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+
+rm -rf "$work"
+mkdir -p "$work"
+prefix="$work/prefix"   # installed into a path unlike the configured CMAKE_INSTALL_PREFIX:
+                        # the CMake and pkg-config files must not depend on it
+step() { echo "=== $*"; }
+
+step "cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+
+step "the installed files"
+libdir="$(dirname "$(find "$prefix" -name liblivealloc.so -print -quit)")"
+[[ -f "$libdir/liblivealloc.so" ]] || { echo "FAILED: no liblivealloc.so under $prefix" >&2; exit 1; }
+missing=0
+for f in include/livealloc.h include/livealloc_reader.h include/memlive.h \
+  include/memlive_web_assets.h bin/memlive; do
+  [[ -f "$prefix/$f" ]] || { echo "FAILED: $prefix/$f is missing" >&2; missing=1; }
+done
+for f in cmake/livealloc/liveallocConfig.cmake cmake/livealloc/liveallocConfigVersion.cmake \
+  cmake/memlive/memliveConfig.cmake cmake/memlive/memliveConfigVersion.cmake \
+  pkgconfig/livealloc.pc pkgconfig/memlive.pc; do
+  [[ -f "$libdir/$f" ]] || { echo "FAILED: $libdir/$f is missing" >&2; missing=1; }
+done
+((missing == 0)) || exit 1
+# Nothing of the build or source tree leaks into the installed package files.
+if grep -rl -e "$build" "$libdir/cmake" "$libdir/pkgconfig"; then
+  echo "FAILED: the files above name the build tree $build" >&2
+  exit 1
+fi
+
+step "find_package: configure, build and run the outside project"
+cmake -S "$source" -B "$work/build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$work/build"
+"$work/build/outside_allocator"
+"$work/build/outside_memlive"
+
+step "pkg-config: the same sources with pkg-config --cflags --libs"
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+pkg-config --exists --print-errors "livealloc = $(pkg-config --modversion livealloc)" memlive
+preload="$(pkg-config --variable=preload livealloc)"
+[[ "$(realpath "$preload")" == "$(realpath "$libdir/liblivealloc.so")" ]] ||
+  { echo "FAILED: pkg-config --variable=preload livealloc: $preload" >&2; exit 1; }
+# shellcheck disable=SC2046
+"$cxx" -std=c++17 -O1 -Wall -Wextra -Werror -DPRELOAD_PATH="\"$preload\"" \
+  $(pkg-config --cflags livealloc) "$source/allocator_main.cpp" $(pkg-config --libs livealloc) \
+  -o "$work/pc_allocator"
+# shellcheck disable=SC2046
+"$cxx" -std=c++17 -O1 -Wall -Wextra -Werror $(pkg-config --cflags memlive) \
+  "$source/memlive_main.cpp" $(pkg-config --libs memlive) -o "$work/pc_memlive"
+"$work/pc_allocator"
+"$work/pc_memlive"
+
+step "the installed memlive command"
+"$prefix/bin/memlive" --version
+# `memlive run` finds the installed liblivealloc.so beside it (exit 2 would mean it did not);
+# the program checks that it runs preloaded.
+"$prefix/bin/memlive" run --port 0 --exit-when-done -- "$work/build/outside_allocator" --expect-preload
+echo "install.outside_project: all steps passed"
