@@ -1334,7 +1334,10 @@ inline void slot_fold(heap* h) noexcept {
     std::uint64_t others = k[c_large_freed_by_others].exchange(0, rlx);
     std::uint64_t allocs = k[c_allocs].load(rlx), adopted = k[c_adopted].load(rlx);
     std::uint64_t frees = k[c_frees].load(rlx);
-    std::uint64_t live = allocs + adopted - frees - others;
+    // Never negative for livealloc's own counts. memlive's capture hooks count a free on the
+    // freeing thread, so a slot may hold more frees than allocations: that deficit stays in the
+    // exited totals and the next thread adopts nothing.
+    std::uint64_t live = allocs + adopted >= frees + others ? allocs + adopted - frees - others : 0;
     for (counter c : kSubtracted) k[c].store(0, rlx);
     x[c_frees].fetch_add(frees, rlx);
     x[c_large_freed_by_others].fetch_add(others, rlx);

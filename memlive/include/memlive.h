@@ -19,12 +19,26 @@
 //   start(options), stop(), port()   the HTTP server on this process's own telemetry; and
 //   detail::server                   the same server on any segment (`memlive serve`, `run`).
 //                                    Endpoints and security: see "The HTTP server" below.
+//   take_snapshot(&s, &error)        this process's counters, in process (publishes the segment).
+//   on_alloc(ptr, size)              capture hooks for an allocator that is not livealloc: they
+//   on_free(ptr, size)               fill the telemetry slots livealloc would (see "Capture
+//                                    hooks" below); no lock, a few stores on the thread's own
+//                                    lines.
+//   is_memlive_thread(s, t)          whether a snapshot's thread is one of memlive's own (its HTTP
+//                                    workers, its sampler), which snapshots label "memlive":true.
 //
-// Not yet here (later slices): capture hooks, counting global new/delete, the page (issue 6).
 // Needs civetweb (libcivetweb-dev) and nlohmann-json (nlohmann-json3-dev).
 //
-// Compile-time switches: none yet. Every macro is MEMLIVE_-prefixed; helper macros are #undef'd at
-// the end of the header. Internals live in memlive::detail.
+// Compile-time switches (define before including):
+//   MEMLIVE_COUNT_GLOBAL_NEW  Define in exactly ONE translation unit of a program that does not
+//                             use livealloc as its malloc: that unit then holds replacement
+//                             global operator new/delete (every form) that allocate with
+//                             malloc/posix_memalign and count each block through the capture
+//                             hooks, in the class of its usable size. Default: undefined (nothing
+//                             is replaced). Cannot be combined with LIVEALLOC_OVERRIDE, which
+//                             replaces the same operators (and counts them itself).
+// Every macro is MEMLIVE_-prefixed; helper macros are #undef'd at the end of the header.
+// Internals live in memlive::detail.
 //
 // JSON schema "memlive.snapshot/1" (one object; numbers are unsigned 64-bit integers unless noted):
 //   schema        "memlive.snapshot/1"
@@ -42,10 +56,12 @@
 //                 (requested..default are signed 64-bit)
 //   threads       [{slot, state ("alive"|"exited"|"overflow"), tid (signed), name, incarnation,
 //                   start_ns, exit_ns, applied_generation, slow_paths, flushes, mmap_calls,
-//                   munmap_calls, madvise_calls,
+//                   munmap_calls, madvise_calls, memlive (bool),
 //                   classes: [[class, c0, c1, ..., c15], ...]}]
 //                 `classes` holds only the classes where at least one counter is non-zero, each
 //                 row the class index followed by the 16 counters in `counters` order.
+//                 `memlive` is true for memlive's own threads (is_memlive_thread): count them
+//                 apart from the program's.
 //   exited        [[class, c0, ..., c15], ...]  totals folded from exited threads, same rows.
 //   free_matrix   [[from_slot, owner_slot, blocks], ...]  the non-zero cells of the cross-thread
 //                 free matrix: blocks the thread in from_slot freed that owner_slot's heap owned
@@ -73,6 +89,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -80,6 +97,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -164,7 +182,8 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // Prometheus text exposition format 0.0.4. Per thread and class (only rows with a non-zero
 // counter; every family lists the same rows): livealloc_<counter>_total for cumulative counters,
 // livealloc_<counter> for the gauges, livealloc_live_blocks; labels pid, thread (name), tid,
-// slot, class (index), size (block bytes). The exited totals carry thread="", tid="0",
+// slot, class (index), size (block bytes), and memlive="true" on memlive's own threads
+// (is_memlive_thread; absent on the others). The exited totals carry thread="", tid="0",
 // slot="exited". Per thread: livealloc_thread_<x>_total {pid, thread, tid, slot}. Per process:
 // gauges livealloc_<segment|large|cached|committed|live>_bytes, livealloc_slots_used, and counters
 // livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
@@ -218,6 +237,263 @@ struct open_result {
 // Opens <dir>/livealloc.<pid>. With for_tuning, a segment that can only be read is a permission
 // error. A segment whose process is gone opens (stale, readable); callers decide.
 open_result open_segment(int pid, bool for_tuning = false, const std::string& dir = "/dev/shm");
+
+// ------------------------------------------------------------------------------------------------
+// Capture hooks: the same telemetry for a program whose memory does not come from livealloc.
+//
+// livealloc.h, which this header includes, lays out the telemetry segment in every process that
+// uses it, livealloc as its malloc or not; memlive::start() publishes it. The hooks count into
+// that segment exactly where livealloc's heaps count: the calling thread's slot, taken at the
+// thread's first hooked call (with its tid and name) through livealloc's own thread start (an
+// exited thread's slot from the pool, else the next free one, else the shared overflow slot) and
+// given back at thread exit by livealloc's key destructor. So /api/snapshot, /metrics, the
+// stream, `memlive snapshot --pid` and the page show hooked counts per thread and size class
+// like livealloc's.
+//
+// Counting rules:
+// - The class is livealloc's size class of `size`; class 0 holds sizes above 256 KiB, whose
+//   bytes also go into process.large_bytes (so process.live_bytes = live blocks x class size +
+//   large_bytes). on_alloc counts allocs, requested_bytes (+= size) and peak_live (the most live
+//   blocks of the class the thread held, checked at every on_alloc, so exact); on_free counts
+//   frees. The other counters (refills, pages, remote_*, free_matrix) stay 0: they describe
+//   livealloc's own heaps.
+// - on_free needs the size that on_alloc was given: the class of a free is the class of its
+//   size, and nothing is looked up by pointer (`ptr` only tells a failed allocation, nullptr,
+//   which is not counted, as free(nullptr) is not). Size 0 counts in class 1, as on_alloc(p, 0).
+// - A free counts on the thread that frees, which is all the layout can say without an owner
+//   lookup: a block allocated on thread A and freed on B is an alloc in A's slot and a free in
+//   B's. A thread's allocs - frees may then be negative (the JSON carries the raw counters; CSV and
+//   Prometheus `live` saturate at 0) and process totals stay exact. When such a thread exits, its
+//   deficit goes to the exited totals and the next thread in its slot starts at 0 adopted.
+// - memlive's own work is not counted: its threads (HTTP workers, sampler), and memlive::start()
+//   and stop() on the thread that calls them.
+// - Thread names are read at the thread's first call and every kHookRefresh calls after.
+// - With livealloc as the program's malloc, the hooks add to livealloc's own counts in the same
+//   slots: call them only for memory that malloc/new did not hand out (or accept that an arena's
+//   objects count on top of the chunks it took from malloc).
+// Cost: one thread-local load and compare, then loads and relaxed stores on the thread's own
+// counter lines (no lock, no atomic read-modify-write; class 0 adds one atomic add to
+// process.large_bytes). The first call of a thread takes its slot.
+//
+// MEMLIVE_COUNT_GLOBAL_NEW (see the switches at the top) counts global new/delete through the
+// same path, by the block's malloc_usable_size() at both ends (so the two always agree, even for
+// an unsized delete) with requested_bytes += the size asked for.
+// ------------------------------------------------------------------------------------------------
+
+// Counts an allocation of `size` bytes at `ptr` on the calling thread (nullptr: not counted).
+void on_alloc(void* ptr, std::size_t size) noexcept;
+// Counts a free of the block of `size` bytes (the size given to on_alloc) at `ptr` on the calling
+// thread (nullptr: not counted).
+void on_free(void* ptr, std::size_t size) noexcept;
+
+// This process's counters, as a reader sees them (the same data /api/snapshot serialises; pass
+// it to to_json, to_csv, to_prometheus). Publishes the segment (telemetry::enable()) if memlive
+// did not yet. False, with a message in *error, when the segment cannot be published or read.
+bool take_snapshot(rd::snapshot* out, std::string* error = nullptr);
+
+// True when thread `t` of snapshot `s` is one of memlive's own (HTTP workers "memlive-http",
+// history sampler "memlive-hist", the stop helper "memlive-stop"). In a snapshot of this process:
+// by registration (each of those threads records its tid and lifetime when it starts, so a
+// program thread with the same name is not taken for one). In a snapshot of another process,
+// whose registrations cannot be seen from here: by those names. Never for the overflow slot.
+bool is_memlive_thread(const rd::snapshot& s, const rd::thread_view& t);
+
+namespace detail {
+
+namespace la = livealloc::detail;
+
+// Per thread, besides livealloc's tls_heap (which holds the slot): plain data, constant
+// initialised, initial-exec like livealloc's, so no TLS wrapper and nothing allocated at thread
+// start.
+struct hook_thread {
+  std::uint32_t calls;  // hooked calls, for the occasional refresh
+  bool internal;        // memlive's own work: not counted
+};
+inline thread_local hook_thread t_hook __attribute__((tls_model("initial-exec"))) = {0, false};
+
+// Calls between two refreshes of a thread's name (and of an overflow thread's shared counts).
+inline constexpr std::uint32_t kHookRefresh = 1024;
+
+// The calling thread's first counted call: it takes a slot as livealloc's threads do. nullptr if
+// livealloc cannot start (no memory for its metadata): then nothing is counted.
+[[gnu::noinline]] inline la::heap* hook_thread_start() noexcept {
+  return la::thread_init();
+}
+
+// Every kHookRefresh calls: the thread's name again (a thread may name itself after its first
+// call); a thread beyond the last slot adds what changed to the overflow slot (livealloc does so
+// at its slow paths, which hooked threads never reach, and at thread exit).
+[[gnu::noinline]] inline void hook_refresh(la::heap* h) noexcept {
+  la::slot_read_name(h);
+  la::overflow_publish(h);
+}
+
+// The calling thread's counters, or nullptr when this call is not counted.
+__attribute__((always_inline)) inline la::heap* hook_heap() noexcept {
+  hook_thread& t = t_hook;
+  if (__builtin_expect(t.internal, 0)) return nullptr;
+  la::heap* h = la::tls_heap;
+  if (__builtin_expect(h == &la::g_empty_heap, 0)) return hook_thread_start();
+  if (__builtin_expect(++t.calls % kHookRefresh == 0, 0)) hook_refresh(h);
+  return h;
+}
+
+__attribute__((always_inline)) inline unsigned hook_class(std::size_t block) noexcept {
+  return block <= la::kMaxSmall ? la::size_class(block) : 0u;
+}
+
+// One allocation of `requested` bytes in a block of `block` bytes (the block decides the class).
+// Single writer (this thread): relaxed loads and stores, as livealloc's fast path. allocs grows
+// before anything that balances it (TELEMETRY.md, writer rule 4).
+__attribute__((always_inline)) inline void hook_alloc(std::size_t requested,
+                                                      std::size_t block) noexcept {
+  la::heap* h = hook_heap();
+  if (!h) return;
+  constexpr auto rlx = std::memory_order_relaxed;
+  const unsigned cls = hook_class(block);
+  std::atomic<std::uint64_t>* k = h->stats[cls].v;
+  const std::uint64_t allocs = k[tl::c_allocs].load(rlx) + 1;
+  k[tl::c_allocs].store(allocs, rlx);
+  k[tl::c_requested_bytes].store(k[tl::c_requested_bytes].load(rlx) + requested, rlx);
+  // Live as livealloc's note_peak computes it; negative (more frees than allocations on this
+  // thread) never makes a peak.
+  const std::uint64_t live = allocs + k[tl::c_adopted].load(rlx) - k[tl::c_frees].load(rlx) -
+                             k[tl::c_large_freed_by_others].load(rlx);
+  if (static_cast<std::int64_t>(live) > static_cast<std::int64_t>(k[tl::c_peak_live].load(rlx)))
+    k[tl::c_peak_live].store(live, rlx);
+  if (cls == 0) la::g_proc->large_bytes.fetch_add(block, rlx);
+}
+
+__attribute__((always_inline)) inline void hook_free(std::size_t block) noexcept {
+  la::heap* h = hook_heap();
+  if (!h) return;
+  constexpr auto rlx = std::memory_order_relaxed;
+  const unsigned cls = hook_class(block);
+  std::atomic<std::uint64_t>& frees = h->stats[cls].v[tl::c_frees];
+  frees.store(frees.load(rlx) + 1, rlx);
+  if (cls == 0) la::g_proc->large_bytes.fetch_sub(block, rlx);
+}
+
+// While one lives, the calling thread's allocations are memlive's own and not counted (memlive's
+// threads set the flag for good instead). Objects made in one and handed to the caller must be
+// copied out first (hand_out), or their free, counted, would have no counted allocation.
+class internal_scope {
+ public:
+  internal_scope() noexcept : saved_(t_hook.internal) { t_hook.internal = true; }
+  ~internal_scope() { t_hook.internal = saved_; }
+  internal_scope(const internal_scope&) = delete;
+  internal_scope& operator=(const internal_scope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// A string made inside an internal_scope, for the caller: copied in the caller's (counted)
+// context, the original freed inside a scope. Call it outside any internal_scope.
+inline std::string hand_out(std::string& inner) {
+  std::string out = inner;
+  internal_scope scope;
+  std::string().swap(inner);
+  return out;
+}
+
+// memlive's own threads, registered when they start: tid and lifetime (CLOCK_REALTIME, the
+// clock of a slot's start_ns/exit_ns). A ring: the oldest entries go first, long after their
+// threads ended (a server has about 27 threads).
+inline constexpr std::size_t kOwnThreads = 256;
+struct own_thread {
+  std::int32_t tid;
+  std::uint64_t begin_ns, end_ns;  // end_ns 0: running
+};
+struct own_registry {
+  std::mutex mutex;  // registration is rare; snapshots copy the entries out
+  own_thread entries[kOwnThreads] = {};
+  std::uint64_t added = 0;
+};
+inline own_registry g_own;  // constant initialised: usable before and after main
+
+inline std::int32_t gettid_now() noexcept {
+  return static_cast<std::int32_t>(syscall(SYS_gettid));
+}
+
+// Makes the calling thread memlive's for the rest of its life: named `name`, never counted by
+// the hooks, registered for is_memlive_thread. Returns the handle for own_thread_end.
+inline std::size_t own_thread_begin(const char* name) noexcept {
+  t_hook.internal = true;
+  pthread_setname_np(pthread_self(), name);
+  la::heap* h = la::tls_heap;  // a slot taken before the rename (livealloc as malloc): rename it
+  if (h != &la::g_empty_heap) la::slot_read_name(h);
+  const own_thread e{gettid_now(), la::realtime_ns(), 0};
+  std::lock_guard<std::mutex> lock(g_own.mutex);
+  const std::size_t i = static_cast<std::size_t>(g_own.added++ % kOwnThreads);
+  g_own.entries[i] = e;
+  return i + 1;
+}
+
+inline void own_thread_end(std::size_t handle) noexcept {
+  if (handle == 0 || handle > kOwnThreads) return;
+  const std::int32_t tid = gettid_now();
+  std::lock_guard<std::mutex> lock(g_own.mutex);
+  own_thread& e = g_own.entries[handle - 1];
+  if (e.tid == tid && e.end_ns == 0) e.end_ns = la::realtime_ns();
+}
+
+// For a thread of memlive's own for its whole body.
+struct own_thread_scope {
+  explicit own_thread_scope(const char* name) noexcept : handle(own_thread_begin(name)) {}
+  ~own_thread_scope() { own_thread_end(handle); }
+  own_thread_scope(const own_thread_scope&) = delete;
+  own_thread_scope& operator=(const own_thread_scope&) = delete;
+  std::size_t handle;
+};
+
+// The names memlive's threads carry; the only sign of them in another process's snapshot.
+inline bool own_thread_name(const std::string& name) {
+  return name == "memlive-http" || name == "memlive-hist" || name == "memlive-stop";
+}
+
+// is_memlive_thread for every thread of one snapshot: the registry copied once.
+class own_threads_view {
+ public:
+  explicit own_threads_view(const rd::snapshot& s) : self_(s.pid == getpid()) {
+    if (!self_) return;
+    std::lock_guard<std::mutex> lock(g_own.mutex);
+    n_ = static_cast<std::size_t>(std::min<std::uint64_t>(g_own.added, kOwnThreads));
+    std::copy(g_own.entries, g_own.entries + n_, entries_);
+  }
+  // Same tid, and the slot's thread (start_ns to exit_ns, or now) lived while the registered
+  // thread did: tids are unique among threads alive at the same time.
+  bool contains(const rd::thread_view& t) const {
+    if (t.state == tl::slot_overflow) return false;
+    if (!self_) return own_thread_name(t.name);
+    for (std::size_t i = 0; i < n_; ++i) {
+      const own_thread& e = entries_[i];
+      if (e.tid == t.tid && (e.end_ns == 0 || t.start_ns <= e.end_ns) &&
+          (t.exit_ns == 0 || t.exit_ns >= e.begin_ns))
+        return true;
+    }
+    return false;
+  }
+
+ private:
+  bool self_;
+  std::size_t n_ = 0;
+  own_thread entries_[kOwnThreads];
+};
+
+}  // namespace detail
+
+inline void on_alloc(void* ptr, std::size_t size) noexcept {
+  if (ptr) detail::hook_alloc(size, size);
+}
+
+inline void on_free(void* ptr, std::size_t size) noexcept {
+  if (ptr) detail::hook_free(size);
+}
+
+inline bool is_memlive_thread(const rd::snapshot& s, const rd::thread_view& t) {
+  return detail::own_threads_view(s).contains(t);
+}
 
 // ------------------------------------------------------------------------------------------------
 // Implementation.
@@ -500,7 +776,10 @@ inline std::string prom_label(const char* key, const std::string& value) {
 inline bool parse_int(const std::string& text, std::int64_t* out) {
   const char* b = text.data();
   const char* e = b + text.size();
-  if (b != e && *b == '+') ++b;  // from_chars takes '-' but not '+'
+  if (b != e && *b == '+') {  // from_chars takes '-' but not '+'
+    ++b;
+    if (b != e && *b == '-') return false;  // "+-5" is no number
+  }
   if (b == e) return false;
   auto r = std::from_chars(b, e, *out);
   return r.ec == std::errc() && r.ptr == e;
@@ -577,6 +856,7 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
     w.ch('}');
   }
   w.raw("],\"threads\":[");
+  const detail::own_threads_view own(s);
   for (std::size_t i = 0; i < s.threads.size(); ++i) {
     const rd::thread_view& t = s.threads[i];
     w.raw(i ? ",{" : "{");
@@ -596,6 +876,7 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
     detail::json_field(w, "mmap_calls", t.mmap_calls);
     detail::json_field(w, "munmap_calls", t.munmap_calls);
     detail::json_field(w, "madvise_calls", t.madvise_calls);
+    detail::json_bool(w, "memlive", own.contains(t));
     w.raw(",\"classes\":");
     detail::json_matrix(w, t.counters);
     w.ch('}');
@@ -658,10 +939,12 @@ inline std::string to_prometheus(const rd::snapshot& s) {
   const std::string pid = prom_label("pid", std::to_string(s.pid));
   std::vector<detail::prom_row> rows;
   std::vector<std::string> thread_labels;
+  const detail::own_threads_view own(s);
   for (const rd::thread_view& t : s.threads) {
     std::string base = pid + "," + prom_label("thread", t.name) + "," +
                        prom_label("tid", std::to_string(t.tid)) + "," +
                        prom_label("slot", std::to_string(t.slot));
+    if (own.contains(t)) base += ",memlive=\"true\"";  // memlive's own threads only
     for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
       if (detail::row_nonzero(t.counters[cls]))
         rows.push_back({base + "," + prom_label("class", std::to_string(cls)) + "," +
@@ -1561,7 +1844,7 @@ inline server::response server::history_response(const char* query) {
 
 // The sampler thread: one shared sample per stream interval into the history ring.
 inline void server::sampler() {
-  pthread_setname_np(pthread_self(), "memlive-hist");
+  const own_thread_scope own("memlive-hist");
   const auto step = static_cast<std::uint64_t>(opts_.stream_interval_ms);
   std::shared_ptr<const std::string> last;
   while (!stopping_.load()) {
@@ -1697,9 +1980,11 @@ inline server::response server::since_response(const char* query) {
 inline void server::stream(mg_connection* conn, const char* query) {
   long long interval = opts_.stream_interval_ms;
   char value[32];
-  if (query && mg_get_var(query, std::strlen(query), "interval_ms", value, sizeof value) > 0) {
+  const int n =
+      query ? mg_get_var(query, std::strlen(query), "interval_ms", value, sizeof value) : -1;
+  if (n > 0 || n == -2) {  // given (empty: not given), or too long to be a number
     std::int64_t v = 0;
-    if (!parse_int(value, &v) || v < kMinStreamMs || v > kMaxStreamMs) {
+    if (n < 0 || !parse_int(value, &v) || v < kMinStreamMs || v > kMaxStreamMs) {
       response r;
       r.code = 400;
       const std::string field = "interval_ms";
@@ -1771,12 +2056,17 @@ extern "C" inline int memlive_begin_request(mg_connection* conn) {
 extern "C" inline int memlive_log_message(const mg_connection*, const char*) {
   return 1;  // civetweb's own logging off: errors reach the caller through start()'s status
 }
+// Every civetweb thread (master, workers) is memlive's own: named, not counted by the hooks,
+// registered so that snapshots label it. Its handle is the thread pointer exit_thread gets back.
 extern "C" inline void* memlive_init_thread(const mg_context*, int) {
-  pthread_setname_np(pthread_self(), "memlive-http");  // labelled apart in the profile
-  return nullptr;
+  return reinterpret_cast<void*>(own_thread_begin("memlive-http"));
+}
+extern "C" inline void memlive_exit_thread(const mg_context*, int, void* handle) {
+  own_thread_end(reinterpret_cast<std::size_t>(handle));
 }
 
 inline status server::start(const options& o) {
+  internal_scope scope;  // the server's memory is memlive's own, whichever thread starts it
   status st;
   auto fail = [&](start_error e, const std::string& msg) {
     st.error = e;
@@ -1806,6 +2096,7 @@ inline status server::start(const options& o) {
   cb.begin_request = memlive_begin_request;
   cb.log_message = memlive_log_message;
   cb.init_thread = memlive_init_thread;
+  cb.exit_thread = memlive_exit_thread;
   mg_init_library(0);  // no TLS: Debian's civetweb cannot load OpenSSL 3
   stopping_ = false;
   char text[256] = {};
@@ -1848,6 +2139,7 @@ inline status server::start(const options& o) {
 
 inline void server::stop() {
   if (!ctx_) return;
+  internal_scope scope;
   {
     std::lock_guard<std::mutex> lock(stop_mutex_);
     stopping_ = true;
@@ -1862,6 +2154,7 @@ inline void server::stop() {
   std::thread poke;
   try {
     poke = std::thread([&] {
+      const own_thread_scope own("memlive-stop");
       while (!stopped.load()) {
         const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0) {
@@ -1885,20 +2178,29 @@ inline void server::stop() {
   mg_exit_library();
 }
 
+// The server of memlive::start() and the segment of take_snapshot(). Destroyed at exit when the
+// program never called stop(): inside an internal_scope like stop(), so that memlive's own
+// frees are not counted either.
 struct global_server {
   std::mutex mutex;
   std::unique_ptr<server> srv;
+  std::unique_ptr<rd::segment> self;  // this process's segment, for take_snapshot
+  global_server() = default;
+  global_server(const global_server&) = delete;
+  global_server& operator=(const global_server&) = delete;
+  ~global_server() {
+    internal_scope scope;
+    srv.reset();
+    self.reset();
+  }
 };
 inline global_server& global() {
   static global_server g;
   return g;
 }
 
-}  // namespace detail
-
-inline status start(const options& o) {
-  detail::global_server& g = detail::global();
-  std::lock_guard<std::mutex> lock(g.mutex);
+// memlive::start() with its lock held, inside an internal_scope.
+inline status start_locked(global_server& g, const options& o) {
   status st;
   if (g.srv) {
     st.error = start_error::already_running;
@@ -1918,7 +2220,7 @@ inline status start(const options& o) {
     return st;
   }
   try {
-    auto srv = std::make_unique<detail::server>(std::move(seg));
+    auto srv = std::make_unique<server>(std::move(seg));
     st = srv->start(o);
     if (!st.ok()) return st;
     g.srv = std::move(srv);
@@ -1933,9 +2235,24 @@ inline status start(const options& o) {
   return st;
 }
 
+}  // namespace detail
+
+inline status start(const options& o) {
+  detail::global_server& g = detail::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  status st;
+  {
+    detail::internal_scope scope;  // the server is memlive's: not counted by the hooks
+    st = detail::start_locked(g, o);
+  }
+  st.message = detail::hand_out(st.message);  // the caller's, counted where it will be freed
+  return st;
+}
+
 inline void stop() {
   detail::global_server& g = detail::global();
   std::lock_guard<std::mutex> lock(g.mutex);
+  detail::internal_scope scope;
   g.srv.reset();  // ~server stops it
 }
 
@@ -1945,7 +2262,151 @@ inline int port() {
   return g.srv ? g.srv->port() : 0;
 }
 
+inline bool take_snapshot(rd::snapshot* out, std::string* error) {
+  detail::global_server& g = detail::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  std::string err;
+  if (!g.self) {
+    detail::internal_scope scope;  // the segment object stays with memlive
+    if (const int e = livealloc::telemetry::enable(); e != 0)
+      err = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
+    else
+      g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err);
+  }
+  if (!g.self) {
+    std::string message = detail::hand_out(err);
+    if (error) *error = std::move(message);
+    return false;
+  }
+  *out = g.self->take();  // the caller's snapshot: its memory is counted on the caller's thread
+  if (out->ok()) return true;
+  if (error) *error = out->error;
+  return false;
+}
+
 }  // namespace v0
 }  // namespace memlive
+
+// ------------------------------------------------------------------------------------------------
+// MEMLIVE_COUNT_GLOBAL_NEW: counted replacements of the global operator new and delete, in the
+// one translation unit that defines it. Memory comes from malloc (posix_memalign above the
+// default alignment) and goes back to free, so the program's malloc, and tools that watch it,
+// see what they saw before. Each block is counted by the capture hooks in the class of its
+// malloc_usable_size(), read at new and again at delete: the two ends always agree, also for an
+// unsized delete, which has no size to go by (a 128-byte new whose block is 136 bytes usable
+// counts in the 160-byte class). requested_bytes grows by the size asked for.
+// ------------------------------------------------------------------------------------------------
+#ifdef MEMLIVE_COUNT_GLOBAL_NEW
+#ifdef LIVEALLOC_OVERRIDE
+// livealloc already counts every new: define only LIVEALLOC_OVERRIDE.
+#error "MEMLIVE_COUNT_GLOBAL_NEW and LIVEALLOC_OVERRIDE both replace operator new"
+#endif
+#include <malloc.h>
+
+#include <new>
+
+namespace memlive {
+inline namespace v0 {
+namespace detail {
+
+inline void* counted_new(std::size_t size, std::size_t align) {
+  const std::size_t n = size ? size : 1;  // new of 0 bytes returns a distinct pointer
+  for (;;) {
+    void* p = nullptr;
+    if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      p = std::malloc(n);
+    else if (posix_memalign(&p, align, n) != 0)
+      p = nullptr;
+    if (__builtin_expect(p != nullptr, 1)) {
+      hook_alloc(size, malloc_usable_size(p));
+      return p;
+    }
+    std::new_handler handler = std::get_new_handler();
+    if (!handler) throw std::bad_alloc();
+    handler();  // may free memory, throw bad_alloc or end the program
+  }
+}
+
+inline void* counted_new_nothrow(std::size_t size, std::size_t align) noexcept {
+  try {
+    return counted_new(size, align);
+  } catch (...) {  // bad_alloc, or a new_handler's bad_alloc
+    return nullptr;
+  }
+}
+
+inline void counted_delete(void* p) noexcept {
+  if (!p) return;
+  hook_free(malloc_usable_size(p));
+  std::free(p);
+}
+
+}  // namespace detail
+}  // namespace v0
+}  // namespace memlive
+
+// The replaceable forms of C++17 (the standard forbids declaring them inline). Sized and aligned
+// deletes need neither the size nor the alignment: free() and malloc_usable_size() know the block.
+void* operator new(std::size_t n) {
+  return memlive::detail::counted_new(n, 0);
+}
+void* operator new[](std::size_t n) {
+  return memlive::detail::counted_new(n, 0);
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return memlive::detail::counted_new_nothrow(n, 0);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return memlive::detail::counted_new_nothrow(n, 0);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  return memlive::detail::counted_new(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return memlive::detail::counted_new(n, static_cast<std::size_t>(a));
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return memlive::detail::counted_new_nothrow(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return memlive::detail::counted_new_nothrow(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  memlive::detail::counted_delete(p);
+}
+#endif  // MEMLIVE_COUNT_GLOBAL_NEW
 
 #endif  // MEMLIVE_H

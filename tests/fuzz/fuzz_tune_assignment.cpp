@@ -1,0 +1,106 @@
+// libFuzzer target: `memlive tune name=value` input, memlive::parse_assignment and
+// memlive::check_assignment, and the integer parser under them (memlive::detail::parse_int, also
+// used for the query values interval_ms and seconds). The input is one assignment.
+//
+// Properties, besides no crash or undefined behaviour:
+//  - parse_assignment accepts exactly: a non-empty name of [A-Za-z0-9_] (folded to lower case),
+//    '=', and a value that is true/on/false/off or an optionally signed decimal int64; the name
+//    and value it returns are those; a refusal has a message and leaves no partial result;
+//  - parse_int agrees with a reference: [+-]?[0-9]+ that fits in int64, same value;
+//  - check_assignment accepts only a published, live option with the value in [min, max] (0/1
+//    for a bool), and a refusal names the option.
+#include <memlive.h>
+
+#include "fuzz_common.h"
+
+namespace {
+
+const std::vector<fuzz::rd::option_view>& options() {
+  static const auto* v = new std::vector<fuzz::rd::option_view>(fuzz::published_options());
+  return *v;
+}
+
+// Reference integer parser: optional sign, at least one digit, no overflow (accumulated in
+// negative numbers so INT64_MIN fits).
+bool reference_int(const std::string& s, std::int64_t* out) {
+  std::size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  if (i == s.size()) return false;
+  std::int64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    const int d = s[i] - '0';
+    if (v < (std::numeric_limits<std::int64_t>::min() + d) / 10) return false;
+    v = v * 10 - d;
+  }
+  if (!neg) {
+    if (v == std::numeric_limits<std::int64_t>::min()) return false;
+    v = -v;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+
+  // parse_int against the reference.
+  std::int64_t got = 0, want = 0;
+  const bool ok_got = memlive::detail::parse_int(text, &got);
+  const bool ok_want = reference_int(text, &want);
+  FUZZ_CHECK(ok_got == ok_want && (!ok_got || got == want),
+             "parse_int('%s') = %d/%lld, want %d/%lld", text.c_str(), ok_got,
+             static_cast<long long>(got), ok_want, static_cast<long long>(want));
+
+  // parse_assignment against the grammar.
+  memlive::assignment a;
+  a.name = "untouched";
+  a.value = 12345;
+  std::string err;
+  const bool parsed = memlive::parse_assignment(text, &a, &err);
+  const std::size_t eq = text.find('=');
+  bool expect = eq != std::string::npos && eq > 0;
+  std::string name, value;
+  if (expect) {
+    name = text.substr(0, eq);
+    value = text.substr(eq + 1);
+    for (char& c : name) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) expect = false;
+    }
+  }
+  std::int64_t v = 0;
+  if (expect) {
+    if (value == "true" || value == "on")
+      v = 1;
+    else if (value == "false" || value == "off")
+      v = 0;
+    else
+      expect = reference_int(value, &v);
+  }
+  FUZZ_CHECK(parsed == expect, "parse_assignment('%s') = %d, want %d (%s)", text.c_str(), parsed,
+             expect, err.c_str());
+  if (!parsed) {
+    FUZZ_CHECK(!err.empty(), "refused '%s' without a message", text.c_str());
+    FUZZ_CHECK(a.name == "untouched" && a.value == 12345, "a refusal changed the result");
+    return 0;
+  }
+  FUZZ_CHECK(a.name == name && a.value == v, "parse_assignment('%s') gave %s=%lld", text.c_str(),
+             a.name.c_str(), static_cast<long long>(a.value));
+
+  // check_assignment against the published options.
+  std::string why;
+  const bool accepted = memlive::check_assignment(a, options(), &why);
+  const fuzz::rd::option_view* o = fuzz::find(options(), a.name);
+  const bool should = o && o->live && a.value >= o->min && a.value <= o->max &&
+                      (!o->is_bool || a.value == 0 || a.value == 1);
+  FUZZ_CHECK(accepted == should, "check_assignment(%s=%lld) = %d, want %d (%s)", a.name.c_str(),
+             static_cast<long long>(a.value), accepted, should, why.c_str());
+  if (!accepted)
+    FUZZ_CHECK(why.find("'" + a.name + "'") != std::string::npos,
+               "the refusal does not name the option: %s", why.c_str());
+  return 0;
+}
