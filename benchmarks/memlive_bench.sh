@@ -7,7 +7,7 @@
 #   benchmarks/memlive_bench.sh [--smoke] [--reps N] [--build-dir DIR] [--no-build] [--out DIR]
 #
 # Full run: serialisation (2,000 iterations), streaming CPU (N repetitions of 10 s, via memlive
-# serve and in-process; once more at 50 ms), latency (30 trials at 250, 100 and 50 ms, both ways):
+# serve and in-process; once more at 50 ms), latency (30 trials at 250, 100, 80 (the default) and 50 ms, both ways):
 # about 2.5 minutes.
 # --smoke: tiny sizes, one repetition, a few seconds (the ctest entry benchmarks.memlive_smoke).
 set -euo pipefail
@@ -55,7 +55,7 @@ else
   # For information: streaming at the fastest interval (20 Hz), once.
   runs+=("stream serve 50 ms|stream --memlive $memlive --threads 64 --clients 4 --interval 50 --seconds 10"
          "stream in-process 50 ms|stream --inprocess --threads 64 --clients 4 --interval 50 --seconds 10")
-  for i in 250 100 50; do
+  for i in 250 100 80 50; do
     runs+=("latency serve ${i} ms|latency --memlive $memlive --threads 16 --trials 30 --interval $i"
            "latency in-process ${i} ms|latency --inprocess --threads 16 --trials 30 --interval $i")
   done

@@ -1185,8 +1185,9 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        each tick's JSON is built once and shared by every client on it.
 //   GET  /api/history    ?seconds=N (1..kept, default 60 or what is kept): the samples of the
 //                        last N seconds as a JSON array of memlive.snapshot/1 objects, oldest
-//                        first. A sampler thread ("memlive-hist") takes one sample per stream
-//                        interval (the same shared JSON the stream sends) and keeps at most
+//                        first. A sampler thread ("memlive-hist") takes one sample per history
+//                        step (the stream interval, but at least kHistoryMinStepMs; the same
+//                        shared JSON the stream sends when the ticks meet) and keeps at most
 //                        kHistorySamples of them and at most kHistoryBytes of JSON (the oldest go
 //                        first): 600 x 250 ms = the last 2.5 minutes by default. Bad N -> 400.
 //   POST /api/baseline   body empty or {} records the current snapshot as the baseline;
@@ -1209,7 +1210,10 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 struct options {
   std::string host = "127.0.0.1";  // an IPv4 address, or "localhost" (= 127.0.0.1)
   int port = 8080;                 // 0: a free port (port() tells which)
-  int stream_interval_ms = 250;    // default for /api/stream, kMinStreamMs..kMaxStreamMs
+  // Default for /api/stream, kMinStreamMs..kMaxStreamMs. A change reaches a client at the next
+  // tick: half an interval later on average (plus under 1 ms of memlive's own work), so 80 ms
+  // keeps the median change-to-client delay near 40 ms (benchmarks/memlive_bench.sh).
+  int stream_interval_ms = 80;
   bool quiet = false;              // start(): do not print the URL
 };
 
@@ -1246,6 +1250,7 @@ inline constexpr std::size_t kMaxBody = 64 * 1024;
 inline constexpr int kMinStreamMs = 50;
 inline constexpr int kMaxStreamMs = 60000;
 inline constexpr std::size_t kHistorySamples = 600;                // samples kept by /api/history
+inline constexpr int kHistoryMinStepMs = 250;  // history samples at most 4 a second
 inline constexpr std::size_t kHistoryBytes = 32u * 1024u * 1024u;  // and at most this much JSON
 
 inline std::uint64_t steady_ms() {
@@ -1455,8 +1460,13 @@ class server {
   response since_response(const char* query);
   response read_json_body(mg_connection* conn, std::string* body);  // code 0: fine
   void sampler();
-  std::size_t history_seconds() const {  // what the ring covers at the stream interval
-    return (kHistorySamples * static_cast<std::size_t>(opts_.stream_interval_ms) + 999) / 1000;
+  std::uint64_t history_step_ms() const {  // one history sample per this many ms
+    return opts_.stream_interval_ms > kHistoryMinStepMs
+               ? static_cast<std::uint64_t>(opts_.stream_interval_ms)
+               : static_cast<std::uint64_t>(kHistoryMinStepMs);
+  }
+  std::size_t history_seconds() const {  // what the ring covers
+    return (kHistorySamples * history_step_ms() + 999) / 1000;
   }
 
   std::unique_ptr<rd::segment> seg_;
@@ -1842,10 +1852,10 @@ inline server::response server::history_response(const char* query) {
   return r;
 }
 
-// The sampler thread: one shared sample per stream interval into the history ring.
+// The sampler thread: one shared sample per history step into the history ring.
 inline void server::sampler() {
   const own_thread_scope own("memlive-hist");
-  const auto step = static_cast<std::uint64_t>(opts_.stream_interval_ms);
+  const std::uint64_t step = history_step_ms();
   std::shared_ptr<const std::string> last;
   while (!stopping_.load()) {
     const std::uint64_t tick = steady_ms() / step * step;

@@ -142,7 +142,7 @@ constexpr const char* kServeHelp =
     "                 address of this machine (the page then answers other machines, with no\n"
     "                 authentication)\n"
     "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit 8\n"
-    "  --interval MS  the default /api/stream interval, 50 to 60000 (default 250)\n"
+    "  --interval MS  the default /api/stream interval, 50 to 60000 (default 80)\n"
     "  -h, --help     this text\n";
 
 constexpr const char* kRunHelp =
@@ -160,7 +160,7 @@ constexpr const char* kRunHelp =
     "options:\n"
     "  --host H          the IPv4 address to listen on (default 127.0.0.1; see `serve --help`)\n"
     "  --port P          the port, 8080 by default; 0 picks a free one (printed)\n"
-    "  --interval MS     the default /api/stream interval, 50 to 60000 (default 250)\n"
+    "  --interval MS     the default /api/stream interval, 50 to 60000 (default 80)\n"
     "  --lib PATH        the liblivealloc.so to preload; by default the one beside memlive:\n"
     "                    <build>/allocator/ for <build>/memlive/memlive (a build tree), or\n"
     "                    <prefix>/" MEMLIVE_INSTALL_LIBDIR "/ for <prefix>/bin/memlive (installed)\n"

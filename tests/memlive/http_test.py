@@ -338,8 +338,8 @@ def check_stream(port, pid):
     evs = [s.event() for _ in range(3)]
     took = time.time() - t0
     s.close()
-    check(all(evs) and 0.25 <= took <= 1.5,
-          "/api/stream default interval 250 ms: 3 events in %.2f s (first at once)" % took)
+    check(all(evs) and 0.08 <= took <= 1.5,
+          "/api/stream default interval 80 ms: 3 events in %.2f s (first at once)" % took)
 
 
 def check_history(port, pid):
