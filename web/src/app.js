@@ -225,7 +225,8 @@
   }
 
   async function loadHistory() {
-    const r = await fetch("/api/history");
+    // The server keeps at least 150 s (600 samples, one per 250 ms or more): ask for all of it.
+    const r = await fetch("/api/history?seconds=150");
     if (!r.ok) throw new Error("GET /api/history: HTTP " + r.status);
     const samples = await r.json();
     for (const s of samples) if (!checkSnapshot(s)) acceptHistory(s);
