@@ -1186,8 +1186,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //   GET  /api/history    ?seconds=N (1..kept, default 60 or what is kept): the samples of the
 //                        last N seconds as a JSON array of memlive.snapshot/1 objects, oldest
 //                        first. A sampler thread ("memlive-hist") takes one sample per history
-//                        step (the stream interval, but at least kHistoryMinStepMs; the same
-//                        shared JSON the stream sends when the ticks meet) and keeps at most
+//                        step (the stream interval, but at least kHistoryMinStepMs; the JSON
+//                        the stream last shared when it is less than a step old) and keeps at most
 //                        kHistorySamples of them and at most kHistoryBytes of JSON (the oldest go
 //                        first): 600 x 250 ms = the last 2.5 minutes by default. Bad N -> 400.
 //   POST /api/baseline   body empty or {} records the current snapshot as the baseline;
@@ -1452,7 +1452,9 @@ class server {
   response options_response();
   response post_options(mg_connection* conn);
   void stream(mg_connection* conn, const char* query);
-  std::shared_ptr<const std::string> sample(std::uint64_t tick);
+  // The shared sample for `tick`: the one already built if it is for this tick or a later
+  // one, or at most `slack` ms older; else a new one.
+  std::shared_ptr<const std::string> sample(std::uint64_t tick, std::uint64_t slack = 0);
   bool take(rd::snapshot* s, std::string* error);
   static void send(mg_connection* conn, const response& r, bool head);
   response history_response(const char* query);
@@ -1585,9 +1587,9 @@ inline server::response server::snapshot_response() {
   return r;
 }
 
-inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick) {
+inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick, std::uint64_t slack) {
   std::lock_guard<std::mutex> lock(sample_mutex_);
-  if (sample_json_ && sample_tick_ >= tick) return sample_json_;  // built for this tick already
+  if (sample_json_ && sample_tick_ + slack >= tick) return sample_json_;  // recent enough
   response r = snapshot_response();
   if (r.code != 200) return nullptr;
   sample_tick_ = tick;
@@ -1861,7 +1863,9 @@ inline void server::sampler() {
     const std::uint64_t tick = steady_ms() / step * step;
     std::shared_ptr<const std::string> json;
     try {
-      json = sample(tick);
+      // With a stream client, the sample its last tick built (less than one step old) serves
+      // the history too, instead of one more snapshot and JSON.
+      json = sample(tick, step - 1);
       if (json && json != last) {
         last = json;
         std::lock_guard<std::mutex> lock(history_mutex_);
