@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 # name, size, count, frees: one thread per distinct name; names test escaping in every format.
 PLAN = [
@@ -474,6 +475,26 @@ def cmd_promtool(ml, wl):
         check(r.returncode == 0, "snapshot --format prometheus: exit 0")
         p = run([promtool, "check", "metrics"], input=r.stdout)
         check(p.returncode == 0, "promtool check metrics accepts it: %s%s" % (p.stdout, p.stderr))
+        # The same text over HTTP, as a scraper gets it: GET /metrics of `memlive serve`.
+        srv = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            line = srv.stdout.readline()
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            check(m is not None, "memlive serve prints its URL (%r)" % line)
+            if m:
+                with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % m.group(1),
+                                            timeout=10) as resp:
+                    body = resp.read().decode()
+                    ctype = resp.headers.get("Content-Type", "")
+                check(ctype.startswith("text/plain; version=0.0.4"),
+                      "/metrics: Prometheus text content type (%s)" % ctype)
+                p = run([promtool, "check", "metrics"], input=body)
+                check(p.returncode == 0,
+                      "promtool check metrics accepts GET /metrics: %s%s" % (p.stdout, p.stderr))
+        finally:
+            srv.terminate()
+            srv.wait(timeout=10)
         check(w.stop() == 0, "workload exits 0")
     finally:
         w.kill()
