@@ -140,40 +140,39 @@ double cpu_seconds(const std::string& stat_path, std::string* comm = nullptr) {
   return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
 }
 
-// CPU seconds of the threads of `pid` whose name starts with `prefix` (threads that already
-// exited are not counted: civetweb's workers and the history sampler live as long as the server).
-double thread_cpu_seconds(int pid, const std::string& prefix) {
+// Calls fn(task directory) for each live thread of `pid` whose name starts with `prefix` ("" for
+// all), with its CPU seconds from stat (threads that already exited are not counted: civetweb's
+// workers and the history sampler live as long as the server).
+template <class Fn>
+void for_each_thread(int pid, const std::string& prefix, Fn fn) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  double sum = 0;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] == '.') continue;
+      const std::string task = dir + "/" + e->d_name;
       std::string comm;
-      const double s = cpu_seconds(dir + "/" + e->d_name + "/stat", &comm);
-      if (s >= 0 && comm.rfind(prefix, 0) == 0) sum += s;
+      const double s = cpu_seconds(task + "/stat", &comm);
+      if (s >= 0 && comm.rfind(prefix, 0) == 0) fn(task, s);
     }
     closedir(d);
   }
+}
+
+// CPU seconds (utime + stime, clock ticks) of those threads.
+double thread_cpu_seconds(int pid, const std::string& prefix) {
+  double sum = 0;
+  for_each_thread(pid, prefix, [&](const std::string&, double s) { sum += s; });
   return sum;
 }
 
-// On-CPU seconds (nanosecond resolution, /proc/PID/task/TID/schedstat) of the live threads of
-// `pid` whose name starts with `prefix` ("" for all).
+// On-CPU seconds of those threads, at nanosecond resolution (schedstat).
 double sched_seconds(int pid, const std::string& prefix) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
   double sum = 0;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::string comm;
-      if (cpu_seconds(dir + "/" + e->d_name + "/stat", &comm) < 0 || comm.rfind(prefix, 0) != 0)
-        continue;
-      std::ifstream f(dir + "/" + e->d_name + "/schedstat");
-      unsigned long long ns = 0;
-      if (f >> ns) sum += double(ns) / 1e9;
-    }
-    closedir(d);
-  }
+  for_each_thread(pid, prefix, [&](const std::string& task, double) {
+    std::ifstream f(task + "/schedstat");
+    unsigned long long ns = 0;
+    if (f >> ns) sum += double(ns) / 1e9;
+  });
   return sum;
 }
 

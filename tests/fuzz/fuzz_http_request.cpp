@@ -110,14 +110,7 @@ std::string printable(const std::uint8_t* p, std::size_t n) {
   return s;
 }
 
-bool iequals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
+using memlive::detail::iequals;
 
 bool host_ok(const std::string& h) {
   const std::string p = ":" + std::to_string(g_port);
