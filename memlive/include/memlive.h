@@ -1456,6 +1456,8 @@ class server {
   // one, or at most `slack` ms older; else a new one.
   std::shared_ptr<const std::string> sample(std::uint64_t tick, std::uint64_t slack = 0);
   bool take(rd::snapshot* s, std::string* error);
+  // take() under seg_mutex_; on failure *r becomes the 503 to send.
+  bool take_or_503(rd::snapshot* s, response* r);
   static void send(mg_connection* conn, const response& r, bool head);
   response history_response(const char* query);
   response baseline_request(mg_connection* conn, const std::string& method);
@@ -1597,18 +1599,19 @@ inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick, std
   return sample_json_;
 }
 
+inline bool server::take_or_503(rd::snapshot* s, response* r) {
+  std::lock_guard<std::mutex> lock(seg_mutex_);
+  std::string err;
+  if (take(s, &err)) return true;
+  r->code = 503;
+  r->body = json_error("cannot read the segment: " + err, nullptr);
+  return false;
+}
+
 inline server::response server::options_response() {
   response r;
   rd::snapshot s;
-  std::string err;
-  {
-    std::lock_guard<std::mutex> lock(seg_mutex_);
-    if (!take(&s, &err)) {
-      r.code = 503;
-      r.body = json_error("cannot read the segment: " + err, nullptr);
-      return r;
-    }
-  }
+  if (!take_or_503(&s, &r)) return r;
   {
     writer w(r.body);  // scoped: its destructor trims r.body, before r is returned
     w.ch('{');
@@ -1702,15 +1705,10 @@ inline int server::handle(mg_connection* conn) {
     r = snapshot_response();
     if (path == "/api/stream") r.type = "text/event-stream";
   } else if (path == "/metrics") {
-    std::lock_guard<std::mutex> lock(seg_mutex_);
     rd::snapshot s;
-    std::string err;
-    if (take(&s, &err)) {
+    if (take_or_503(&s, &r)) {
       r.type = kPrometheusContentType;
       r.body = to_prometheus(s);
-    } else {
-      r.code = 503;
-      r.body = json_error("cannot read the segment: " + err, nullptr);
     }
   } else if (path == "/api/options") {
     r = options_response();
@@ -1924,15 +1922,7 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
     baseline_.reset();
   } else {
     auto s = std::make_unique<rd::snapshot>();
-    std::string err;
-    {
-      std::lock_guard<std::mutex> lock(seg_mutex_);
-      if (!take(s.get(), &err)) {
-        r.code = 503;
-        r.body = json_error("cannot read the segment: " + err, nullptr);
-        return r;
-      }
-    }
+    if (!take_or_503(s.get(), &r)) return r;
     set = true;
     taken = s->taken_ns;
     std::lock_guard<std::mutex> lock(baseline_mutex_);
@@ -1971,15 +1961,7 @@ inline server::response server::since_response(const char* query) {
     base = *baseline_;
   }
   rd::snapshot now;
-  std::string err;
-  {
-    std::lock_guard<std::mutex> lock(seg_mutex_);
-    if (!take(&now, &err)) {
-      r.code = 503;
-      r.body = json_error("cannot read the segment: " + err, nullptr);
-      return r;
-    }
-  }
+  if (!take_or_503(&now, &r)) return r;
   append_json(r.body, since_baseline(now, base));
   r.body.pop_back();  // the closing brace
   {
