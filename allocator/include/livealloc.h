@@ -287,7 +287,9 @@ constexpr std::size_t kMaxSmall = 256 * 1024;  // larger requests get their own 
 constexpr unsigned kClasses = 53;              // class 0 is unused; 1..52 cover 16 B..256 KiB
 constexpr std::size_t kMinBlocksPerSpan = 8;
 constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve this much of a span at a time
-constexpr std::uint16_t kLifoBudget = 1024;
+constexpr std::size_t kRecentBytes = 64 * 1024;  // per class: a heap's list of recent frees
+constexpr std::size_t kRecentMin = 4, kRecentMax = 128;  // ... but this many blocks at least/most
+constexpr std::size_t kRecentMaxSize = 64 * 1024;  // larger classes have no recent-free list
 constexpr std::size_t kLargeHeader = 64;         // header in front of every large mapping
 constexpr std::uint32_t kMagic = 0x6c69766cu;    // "lvil"
 constexpr std::uint32_t kKindSegment = 1, kKindLarge = 2;
@@ -615,6 +617,14 @@ constexpr bool capacities_bounded() {
   return true;
 }
 static_assert(capacities_bounded());
+// Blocks a heap's recent-free list of class `c` may hold: kRecentBytes of them, within
+// kRecentMin..kRecentMax; none above kRecentMaxSize, where touching the block costs far more
+// than a trip through its page and four blocks would pin a megabyte.
+constexpr std::uint16_t recent_limit(unsigned c) {
+  if (class_size(c) > kRecentMaxSize) return 0;
+  std::size_t n = kRecentBytes / class_size(c);
+  return static_cast<std::uint16_t>(n < kRecentMin ? kRecentMin : n > kRecentMax ? kRecentMax : n);
+}
 
 struct small_class_table {
   std::uint8_t v[kMaxSmall / 256 + 1] = {};  // index (size + 15) / 16 for size <= 1024
@@ -645,13 +655,11 @@ constexpr unsigned kPrefetchAhead = 4;
 
 // A page describes a span: one or more 64 KiB units of a segment that serve one size class.
 // Invariant (owner thread, outside a call): used + length(free) + length(local_free) == reserved,
-// where blocks freed by other threads count as used until the owner drains its inbox.
-// The owner allocates from `free` and frees into `local_free`; the lists swap in the slow path,
-// so every `free` list's exhaustion sends the owner through the slow path regularly. The one
-// exception: a free into the current page of its class goes straight back to `free` (LIFO: the
-// next malloc reuses the block while it is hot in cache, and a page that is nearly full does not
-// send every call through the slow path), at most kLifoBudget times between two slow paths.
-// Everything malloc and free touch is in the first 48 bytes; the descriptor is one cache line.
+// where blocks freed by other threads count as used until the owner drains its inbox, and so do
+// blocks in the owner's recent-free list (heap::recent).
+// The owner allocates from `free` and frees into `local_free` (once its recent-free list of the
+// class is full); the lists swap in the slow path. The fast paths touch the first 48 bytes; the
+// descriptor is one cache line.
 struct alignas(64) page {
   block* free = nullptr;        // blocks the fast path hands out
   block* local_free = nullptr;  // blocks the owner freed since the last swap
@@ -663,7 +671,7 @@ struct alignas(64) page {
   std::uint32_t block_size = 0;
   std::uint8_t kept_empty = 0;  // used == 0, counted in heap::kept_empty, kept for reuse
   std::uint8_t units = 0;       // span length in units; 0 on a free unit or a continuation
-  std::uint16_t lifo_budget = 0;  // frees that may still go straight to `free` (current page)
+  std::uint16_t unused = 0;
   heap* owner = nullptr;
   page* span = nullptr;         // the span's first descriptor (itself for the first)
   page* next = nullptr;         // class queue (pages with free blocks, current page first)
@@ -730,6 +738,13 @@ struct page_queue {
   page* last = nullptr;
 };
 
+// A heap's recent-free list of one class (see heap::recent).
+struct recent_list {
+  block* head = nullptr;
+  std::uint32_t room = 0;  // blocks the list may still take (always 0 in the empty heap)
+  std::uint32_t unused = 0;
+};
+
 // Blocks this thread freed for one other heap, waiting to go back in one atomic push.
 struct outbox_slot {
   heap* dest = nullptr;
@@ -753,6 +768,12 @@ struct heap {
   class_counters stats[kClasses] = {};
   // Private from here on.
   page* direct[kClasses] = {};  // the page the fast path allocates from; never null
+  // Blocks of this heap's pages that the owner freed lately, most recent first, up to
+  // recent_limit(class): free pushes, malloc pops before it looks at the current page. The next
+  // malloc reuses a block while it is hot in cache, whatever page it is from, so a thread that
+  // frees in another order than it allocated (queues, rings, mixed sizes) stays on the fast path
+  // and off its pages. Their pages still count them used; the heap's counters count them freed.
+  recent_list recent[kClasses] = {};
   page_queue queues[kClasses] = {};
   std::uint32_t kept_empty[kClasses] = {};
   outbox_slot outbox[kOutboxSlots] = {};
@@ -809,6 +830,7 @@ struct table_state {
   std::uint8_t* base = nullptr;
   std::size_t size = 0;
   int fd = -1;
+  int fork_fd = -1;  // between fork_prepare and the fork's end: the child's copy of the segment
   std::uint32_t slots = 0;
   std::atomic<std::uint32_t> next_slot{0};
   bool linked = false;       // has its /dev/shm name
@@ -868,6 +890,9 @@ struct global_state {
   large_cache_entry large_cache[kLargeCacheSlots] = {};
   unsigned large_cache_count = 0;
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
+  // Exited threads' heaps keep their dirty units for purge_delay ms, so the next thread that
+  // adopts one does not fault its pages in again: the earliest of their purge deadlines (0: none).
+  std::atomic<std::uint64_t> pool_purge_deadline{0};
   std::atomic<std::size_t> large_count{0};
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
@@ -1176,18 +1201,36 @@ LIVEALLOC_NOINLINE inline void page_after_free(heap* h, page* pg) noexcept {
   if (pg->used == 0) page_retire(h, pg);
 }
 
-// Returns a block to a page of heap `h`, in the owner's (or claimer's) context.
-LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexcept {
+// Puts a block back in its page of heap `h`, in the owner's (or claimer's) context; counts nothing.
+LIVEALLOC_ALWAYS_INLINE void page_return_block(heap* h, page* pg, block* b) noexcept {
   b->next = pg->local_free;
   pg->local_free = b;
-  bump(h->stats[pg->cls].v[c_frees]);
   if (LIVEALLOC_UNLIKELY(--pg->used == 0 || pg->in_full)) page_after_free(h, pg);
+}
+
+// Frees a block into a page of heap `h`, in the owner's (or claimer's) context.
+LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexcept {
+  bump(h->stats[pg->cls].v[c_frees]);
+  page_return_block(h, pg, b);
 }
 
 inline page* page_of(const void* p) noexcept {
   auto a = reinterpret_cast<std::uintptr_t>(p);
   auto* s = reinterpret_cast<segment*>(a & ~kSegmentMask);
   return s->pages[(a & kSegmentMask) >> kUnitShift].span;
+}
+
+// Gives every block of the recent-free lists back to its page (already counted as freed).
+inline void heap_flush_recent(heap* h) noexcept {
+  for (unsigned c = 1; c < kClasses; ++c) {
+    block* b = h->recent[c].head;
+    h->recent[c] = recent_list{nullptr, recent_limit(c), 0};
+    while (b) {
+      block* next = b->next;
+      page_return_block(h, page_of(b), b);
+      b = next;
+    }
+  }
 }
 
 // Releases kept empty pages (and the current page of a class if it is empty and `all`).
@@ -1225,7 +1268,7 @@ inline void heap_drain_inbox(heap* h) noexcept {
   }
 }
 
-inline void heap_try_collect_abandoned(heap* h) noexcept;
+inline void heap_try_collect_abandoned(heap* h, bool purge_now = false) noexcept;
 
 // Pushes a chain of blocks onto `dest`'s inbox in one atomic operation.
 inline void inbox_push(heap* dest, block* head, block* tail) noexcept {
@@ -1295,6 +1338,7 @@ inline void heap_apply_options(heap* h) noexcept {
   std::uint64_t trim = g_options.trim_request.load(std::memory_order_relaxed);
   if (h->trim_seen != trim) {
     h->trim_seen = trim;
+    heap_flush_recent(h);
     heap_release_empty(h, 0, true);
     heap_purge(h, true);
   }
@@ -1371,6 +1415,7 @@ inline void overflow_publish(heap* h) noexcept {
 
 // Everything the slow path does before looking for a page.
 inline bool large_cache_sweep(bool all) noexcept;
+inline void pool_purge(std::uint64_t now) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -1380,29 +1425,62 @@ inline void heap_maintain(heap* h) noexcept {
     overflow_publish(h);
   }
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
-  if (h->purge_pending || large_deadline != 0) {
+  std::uint64_t pool_deadline = g.pool_purge_deadline.load(std::memory_order_relaxed);
+  if (h->purge_pending || large_deadline != 0 || pool_deadline != 0) {
     std::uint64_t now = now_ms();
     if (h->purge_pending && now >= h->purge_deadline) heap_purge(h, false);
     if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
+    if (pool_deadline != 0 && now >= pool_deadline) pool_purge(now);
   }
   outbox_flush(h);
   heap_drain_inbox(h);
 }
 
-inline void heap_collect(heap* h) noexcept {
+inline void pool_note_deadline(std::uint64_t deadline) noexcept {
+  std::uint64_t cur = g.pool_purge_deadline.load(std::memory_order_relaxed);
+  while ((cur == 0 || deadline < cur) &&
+         !g.pool_purge_deadline.compare_exchange_weak(cur, deadline, std::memory_order_relaxed)) {
+  }
+}
+
+// Gives back everything the heap of an exited thread (or one being trimmed) holds: its lists go
+// back to their pages and empty pages to their segments. Their memory goes back to the OS now
+// with `purge_now`, else after purge_delay (pool_purge), unless a thread adopts the heap first.
+inline void heap_collect(heap* h, bool purge_now) noexcept {
+  heap_flush_recent(h);
   outbox_flush(h);
   heap_drain_inbox(h);
   heap_release_empty(h, 0, true);
-  heap_purge(h, true);
+  if (purge_now) heap_purge(h, true);
+  else if (h->purge_pending) pool_note_deadline(h->purge_deadline);
 }
 
-inline void heap_try_collect_abandoned(heap* h) noexcept {
+inline void heap_try_collect_abandoned(heap* h, bool purge_now) noexcept {
   int expected = kHeapAbandoned;
   if (!h->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
                                         std::memory_order_relaxed))
     return;
-  heap_collect(h);
+  heap_collect(h, purge_now);
   h->state.store(kHeapAbandoned, std::memory_order_release);
+}
+
+// At a slow path after the earliest deadline: purges the pooled heaps whose delay is over.
+inline void pool_purge(std::uint64_t now) noexcept {
+  g.pool_purge_deadline.store(0, std::memory_order_relaxed);
+  std::uint64_t next = 0;
+  lock_guard guard(g.pool_lock);
+  for (heap* p = g.pool; p; p = p->next_pool) {
+    int expected = kHeapAbandoned;
+    if (!p->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
+                                          std::memory_order_relaxed))
+      continue;  // being collected: the collector notes its deadline again
+    if (p->purge_pending) {
+      if (now >= p->purge_deadline) heap_purge(p, true);
+      else if (next == 0 || p->purge_deadline < next) next = p->purge_deadline;
+    }
+    p->state.store(kHeapAbandoned, std::memory_order_release);
+  }
+  if (next) pool_note_deadline(next);
 }
 
 inline void pool_push(heap* h) noexcept {
@@ -1432,7 +1510,7 @@ inline heap* pool_take() noexcept {
 // A thread exits: give back what can be given back, then put the heap in the pool for the next
 // thread.
 inline void heap_abandon(heap* h) noexcept {
-  heap_collect(h);
+  heap_collect(h, false);
   overflow_publish(h);
   h->pub.exit_ns.store(realtime_ns(), std::memory_order_relaxed);
   if (!h->published) h->pub.state.store(telemetry::slot_exited, std::memory_order_release);
@@ -1605,21 +1683,40 @@ inline int table_disable() noexcept {
   return unlink(g_table.path) == 0 ? 0 : errno;
 }
 
-// A fork child must not write into its parent's segment: it copies the used part into a file of
-// its own and maps it at the same address, so every heap pointer stays valid.
-inline void table_fork_child() noexcept {
+// A fork child must not write into its parent's segment: it gets a file of its own, mapped at the
+// same address so every heap pointer stays valid. The parent writes that copy just before the
+// fork (fork_prepare), while its locks are held: the forking thread's heap lives in the segment,
+// and once fork returns the parent changes it on every malloc and free, so a copy the child made
+// for itself could mix the parent's later lists with the child's memory. (An atfork handler
+// registered before livealloc's, which is rare since livealloc registers at its first malloc,
+// runs after this copy; if it allocates, the child's copy of the forking thread's heap is stale.)
+inline void table_fork_prepare() noexcept {
+  g_table.fork_fd = -1;
   if (!g_table.base || g_table.fd < 0) return;
   std::size_t used = kSlotsOffset + std::size_t(g_table.next_slot.load()) * kSlotBytes;
   if (used > g_table.size) used = g_table.size;
   int fd = table_file(g_table.size);
-  bool copied = fd >= 0;
-  for (std::size_t off = 0; copied && off < used;) {
+  for (std::size_t off = 0; fd >= 0 && off < used;) {
     ssize_t w = pwrite(fd, g_table.base + off, used - off, static_cast<off_t>(off));
-    if (w <= 0) copied = false;
-    else off += static_cast<std::size_t>(w);
+    if (w > 0) {
+      off += static_cast<std::size_t>(w);
+    } else {
+      close(fd);
+      fd = -1;
+    }
   }
+  g_table.fork_fd = fd;
+}
+inline void table_fork_parent() noexcept {
+  if (g_table.fork_fd >= 0) close(g_table.fork_fd);
+  g_table.fork_fd = -1;
+}
+inline void table_fork_child() noexcept {
+  if (!g_table.base || g_table.fd < 0) return;
+  int fd = g_table.fork_fd;
+  g_table.fork_fd = -1;
   void* r = MAP_FAILED;
-  if (copied)
+  if (fd >= 0)
     r = mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (r == MAP_FAILED) {
     // Keep a private copy at least: the parent's segment must not see the child's writes.
@@ -1641,18 +1738,23 @@ inline void fork_prepare() noexcept {
   g.pool_lock.lock();
   g.segment_lock.lock();
   g.large_lock.lock();
+  table_fork_prepare();
 }
-inline void fork_parent() noexcept {
+inline void fork_unlock() noexcept {
   g.large_lock.unlock();
   g.segment_lock.unlock();
   g.pool_lock.unlock();
   g.meta_lock.unlock();
 }
+inline void fork_parent() noexcept {
+  table_fork_parent();
+  fork_unlock();
+}
 // In the child only the forking thread exists. The other heaps were copied while their threads
 // ran on in the parent, so they may be torn: they become foreign, never adopted nor collected
 // (blocks freed into them in the child stay there).
 inline void fork_child() noexcept {
-  fork_parent();
+  fork_unlock();
   table_fork_child();
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
@@ -1722,6 +1824,7 @@ inline heap* heap_new() noexcept {
     idx = g_table.slots ? g_table.slots - 1 : 0;
   }
   heap* h = new (mem) heap(&g_empty_page);
+  for (unsigned c = 1; c < kClasses; ++c) h->recent[c].room = recent_limit(c);
   h->slot = idx;
   h->published = published;
   h->state.store(kHeapOwned, std::memory_order_relaxed);
@@ -1775,7 +1878,6 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
         --h->kept_empty[cls];
         unbump(h->stats[cls].v[c_pages_kept]);
       }
-      pg->lifo_budget = kLifoBudget;
       return pg;
     }
     queue_remove(h, pg);
@@ -1786,7 +1888,6 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
   if (!pg) return nullptr;
   queue_push_front(h, pg);
   page_extend(pg);
-  pg->lifo_budget = kLifoBudget;
   return pg;
 }
 
@@ -1842,8 +1943,23 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
   return b;
 }
 
+// A block from the recent-free list; its page already counts it used.
+LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
+                                          std::size_t size) noexcept {
+  h->recent[cls].head = b->next;
+  ++h->recent[cls].room;
+  class_counters& c = h->stats[cls];
+  bump(c.v[c_allocs]);
+  bump(c.v[c_requested_bytes], size);
+#if LIVEALLOC_CHECKED
+  checked_on_alloc(page_of(b), b);
+#endif
+  return b;
+}
+
 LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
   heap* h = tls_heap;
+  if (block* b = h->recent[cls].head) return take_recent(h, b, cls, size);
   page* pg = h->direct[cls];
   if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, cls, size);
   return allocate_slow(cls, size);
@@ -2194,13 +2310,12 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   page* pg = page_of(p);
   heap* h = tls_heap;
   if (LIVEALLOC_LIKELY(pg->owner == h)) {
-    // The current page is never full nor retired, so no check follows the decrement.
-    if (LIVEALLOC_LIKELY(h->direct[pg->cls] == pg && pg->lifo_budget != 0)) {
-      --pg->lifo_budget;
+    recent_list& r = h->recent[pg->cls];
+    if (LIVEALLOC_LIKELY(r.room != 0)) {
+      --r.room;
       auto* b = static_cast<block*>(p);
-      b->next = pg->free;
-      pg->free = b;
-      --pg->used;
+      b->next = r.head;
+      r.head = b;
       bump(h->stats[pg->cls].v[c_frees]);
       return;
     }
@@ -2370,6 +2485,7 @@ inline bool trim_impl() noexcept {
   heap* h = tls_heap;
   if (h != &g_empty_heap) {
     h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
+    heap_flush_recent(h);
     outbox_flush(h);
     heap_drain_inbox(h);
     released |= heap_release_empty(h, 0, true);
@@ -2380,7 +2496,7 @@ inline bool trim_impl() noexcept {
   for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
     if (a->state.load(std::memory_order_relaxed) != kHeapAbandoned) continue;
     std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
-    heap_try_collect_abandoned(a);
+    heap_try_collect_abandoned(a, true);
     released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
   released |= large_cache_clear();
@@ -2460,6 +2576,12 @@ inline bool heap_is_valid() noexcept {
       kept += pg->kept_empty;
     }
     if (kept != h->kept_empty[c]) return fail("kept_empty count");
+    std::uint32_t recent = 0;
+    for (block* b = h->recent[c].head; b; b = b->next) {
+      if (page_of(b)->owner != h || page_of(b)->cls != c) return fail("recent block of another page");
+      ++recent;
+    }
+    if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
   }
   for (segment* s = h->segments; s; s = s->next) {
     if (s->magic != kMagic || s->owner != h) return fail("segment header");

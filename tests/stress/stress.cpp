@@ -274,6 +274,16 @@ void fork_test(int threads, std::size_t scale, long forks) {
       }).join();
       _exit(la::detail::heap_is_valid() && failures == 0 ? 0 : 1);
     }
+    // Meanwhile the forking thread changes its own heap (free lists, recent-free lists, pages):
+    // none of it may reach the child's copy, which must stay as it was at the fork.
+    std::vector<item> ring(64, item{nullptr, 0});
+    for (std::size_t i = 0; i < scale * 20; ++i) {
+      item& it = ring[i % ring.size()];
+      if (it.p) check_and_free(it);
+      it = make((i * 7919) % 3000, static_cast<std::uint32_t>(i));
+    }
+    for (item it : ring)
+      if (it.p) check_and_free(it);
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("fork child failed");

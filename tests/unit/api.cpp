@@ -13,6 +13,7 @@
 #include <memory_resource>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -250,6 +251,34 @@ TEST_CASE("released pages are reused at once and go back to the OS after the pur
   CHECK(la::get_stats().madvise_calls > before);
   for (void* p : other) la::deallocate(p);
   CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("an exited thread's pages stay for the purge delay, for the next thread, then go back") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 300) == la::option_status::ok);
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  auto churn = [] {
+    std::vector<void*> v;
+    for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages
+    for (void* p : v) la::deallocate(p);
+  };
+  std::size_t madvise_before = la::get_stats().madvise_calls;
+  std::thread(churn).join();
+  CHECK(la::get_stats().madvise_calls == madvise_before);  // exit kept the memory resident
+  // The next thread adopts that heap and reuses its pages: no new mapping, no page given back.
+  std::size_t maps = la::get_stats().mmap_calls;
+  std::thread(churn).join();
+  CHECK(la::get_stats().mmap_calls == maps);
+  CHECK(la::get_stats().madvise_calls == madvise_before);
+  usleep(400 * 1000);
+  // After the delay, a slow path of any thread (here this one, on a class it has no page of)
+  // returns the pooled heap's memory.
+  std::vector<void*> v;
+  for (int i = 0; i < 64; ++i) v.push_back(la::allocate(200000));
+  CHECK(la::get_stats().madvise_calls > madvise_before);
+  for (void* p : v) la::deallocate(p);
   REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
