@@ -1214,6 +1214,21 @@ LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexce
   page_return_block(h, pg, b);
 }
 
+// Frees a block of heap `h` in its owner's context: onto the recent-free list of its class while
+// that has room, else into its page.
+LIVEALLOC_ALWAYS_INLINE void heap_free_block(heap* h, page* pg, block* b) noexcept {
+  const unsigned cls = pg->cls;
+  recent_list& r = h->recent[cls];
+  if (LIVEALLOC_LIKELY(r.room != 0)) {
+    --r.room;
+    b->next = r.head;
+    r.head = b;
+    bump(h->stats[cls].v[c_frees]);
+    return;
+  }
+  page_free_block(h, pg, b);
+}
+
 inline page* page_of(const void* p) noexcept {
   auto a = reinterpret_cast<std::uintptr_t>(p);
   auto* s = reinterpret_cast<segment*>(a & ~kSegmentMask);
@@ -1262,7 +1277,7 @@ inline void heap_drain_inbox(heap* h) noexcept {
     __builtin_prefetch(b->ahead, 1, 3);
     page* pg = page_of(b);
     const unsigned cls = pg->cls;
-    page_free_block(h, pg, b);  // counts the free first: remote_received <= frees at all times
+    heap_free_block(h, pg, b);  // counts the free first: remote_received <= frees at all times
     bump(h->stats[cls].v[c_remote_received]);
     b = next;
   }
@@ -1447,9 +1462,9 @@ inline void pool_note_deadline(std::uint64_t deadline) noexcept {
 // back to their pages and empty pages to their segments. Their memory goes back to the OS now
 // with `purge_now`, else after purge_delay (pool_purge), unless a thread adopts the heap first.
 inline void heap_collect(heap* h, bool purge_now) noexcept {
-  heap_flush_recent(h);
   outbox_flush(h);
-  heap_drain_inbox(h);
+  heap_drain_inbox(h);  // (onto the recent-free lists, which go back to their pages next)
+  heap_flush_recent(h);
   heap_release_empty(h, 0, true);
   if (purge_now) heap_purge(h, true);
   else if (h->purge_pending) pool_note_deadline(h->purge_deadline);
@@ -2309,18 +2324,7 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
 LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   page* pg = page_of(p);
   heap* h = tls_heap;
-  if (LIVEALLOC_LIKELY(pg->owner == h)) {
-    recent_list& r = h->recent[pg->cls];
-    if (LIVEALLOC_LIKELY(r.room != 0)) {
-      --r.room;
-      auto* b = static_cast<block*>(p);
-      b->next = r.head;
-      r.head = b;
-      bump(h->stats[pg->cls].v[c_frees]);
-      return;
-    }
-    return page_free_block(h, pg, static_cast<block*>(p));
-  }
+  if (LIVEALLOC_LIKELY(pg->owner == h)) return heap_free_block(h, pg, static_cast<block*>(p));
   free_remote(pg, static_cast<block*>(p));
 }
 
@@ -2485,9 +2489,9 @@ inline bool trim_impl() noexcept {
   heap* h = tls_heap;
   if (h != &g_empty_heap) {
     h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
-    heap_flush_recent(h);
     outbox_flush(h);
     heap_drain_inbox(h);
+    heap_flush_recent(h);
     released |= heap_release_empty(h, 0, true);
     std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
     heap_purge(h, true);
