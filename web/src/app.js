@@ -299,8 +299,19 @@
   $("baseline").addEventListener("click", toggleBaseline);
   async function toggleBaseline() {
     if (state.mode === "replay") return;
-    const r = await postJSON("/api/baseline", state.baseline ? { clear: true } : {});
-    if (!r.ok) { showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status)); return; }
+    const clearing = state.baseline;
+    if (clearing) {
+      // No ?since=baseline request may reach the server after the clear (it would get a 409,
+      // which the browser logs as an error): stop asking, and let the one in flight finish.
+      state.baseline = false;
+      await sinceDone;
+    }
+    const r = await postJSON("/api/baseline", clearing ? { clear: true } : {});
+    if (!r.ok) {
+      if (clearing) state.baseline = true;
+      showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status));
+      return;
+    }
     setBaseline(r.body.baseline, r.body.taken_ns);
     if (state.baseline) await fetchSince();
     schedule();
@@ -321,9 +332,14 @@
     if (state.baseline) await fetchSince();
   }
   let sinceInFlight = false;
-  async function fetchSince() {
-    if (sinceInFlight) return;
+  let sinceDone = Promise.resolve();  // settles when the ?since=baseline request in flight ends
+  function fetchSince() {
+    if (sinceInFlight) return sinceDone;
     sinceInFlight = true;
+    sinceDone = fetchSinceOnce();
+    return sinceDone;
+  }
+  async function fetchSinceOnce() {
     try {
       const r = await fetch("/api/snapshot?since=baseline");
       if (r.status === 409) { setBaseline(false, 0); return; } // another client cleared it
