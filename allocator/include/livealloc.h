@@ -1958,17 +1958,25 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
   return b;
 }
 
+// A thread whose frees and mallocs balance can live on its recent-free lists and never reach a
+// slow path; every kMaintainEvery allocations of a class from that list it still does the slow
+// path's upkeep: tuning requests apply, batches of remote frees go out and come in.
+constexpr std::uint64_t kMaintainEvery = 4096;
+LIVEALLOC_NOINLINE inline void recent_maintain(heap* h) noexcept { heap_maintain(h); }
+
 // A block from the recent-free list; its page already counts it used.
 LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
                                           std::size_t size) noexcept {
   h->recent[cls].head = b->next;
   ++h->recent[cls].room;
   class_counters& c = h->stats[cls];
-  bump(c.v[c_allocs]);
+  const std::uint64_t allocs = c.v[c_allocs].load(std::memory_order_relaxed) + 1;
+  c.v[c_allocs].store(allocs, std::memory_order_relaxed);
   bump(c.v[c_requested_bytes], size);
 #if LIVEALLOC_CHECKED
   checked_on_alloc(page_of(b), b);
 #endif
+  if (LIVEALLOC_UNLIKELY(allocs % kMaintainEvery == 0)) recent_maintain(h);
   return b;
 }
 

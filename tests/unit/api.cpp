@@ -283,6 +283,18 @@ TEST_CASE("an exited thread's pages stay for the purge delay, for the next threa
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
+TEST_CASE("a thread that never leaves its recent-free list still applies a tuning request") {
+  namespace d = la::detail;
+  for (int i = 0; i < 100; ++i) la::deallocate(la::allocate(48));  // warm: the list has the block
+  REQUIRE(la::set_option("page_recycle", 3) == la::option_status::ok);
+  const std::uint64_t gen = d::options_gen();
+  CHECK(d::tls_heap->pub.applied_generation.load() < gen);  // no slow path since
+  // Malloc/free pairs of one size: each malloc pops the block the free before pushed.
+  for (int i = 0; i < 10000; ++i) la::deallocate(la::allocate(48));
+  CHECK(d::tls_heap->pub.applied_generation.load() == gen);
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+}
+
 TEST_CASE("large mappings are reused from the cache instead of mmap, until they expire") {
   la::trim();
   REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
