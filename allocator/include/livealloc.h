@@ -896,7 +896,7 @@ struct global_state {
   std::atomic<std::size_t> large_count{0};
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
-  std::atomic<std::uint8_t>* chunk_map = nullptr;  // per 4 MiB chunk: 1 segment, 2 large
+  std::atomic<std::atomic<std::uint8_t>*> chunk_map{nullptr};  // per 4 MiB chunk: 1 segment, 2 large
 #endif
 };
 inline global_state g;
@@ -921,12 +921,17 @@ inline void* meta_alloc(std::size_t size) noexcept {
 #if LIVEALLOC_CHECKED
 inline std::atomic<std::uint8_t>* chunk_map() noexcept {
   // 2^47 bytes of user address space / 4 MiB = 2^25 chunks; mapped lazily, touched sparsely.
-  if (!g.chunk_map) {
+  std::atomic<std::uint8_t>* m = g.chunk_map.load(std::memory_order_acquire);
+  if (!m) {
     lock_guard guard(g.meta_lock);
-    if (!g.chunk_map) g.chunk_map = static_cast<std::atomic<std::uint8_t>*>(os_map(1u << 25));
-    if (!g.chunk_map) fatal("cannot map the checked-mode chunk map", nullptr);
+    m = g.chunk_map.load(std::memory_order_relaxed);
+    if (!m) {
+      m = static_cast<std::atomic<std::uint8_t>*>(os_map(1u << 25));
+      if (!m) fatal("cannot map the checked-mode chunk map", nullptr);
+      g.chunk_map.store(m, std::memory_order_release);
+    }
   }
-  return g.chunk_map;
+  return m;
 }
 inline void chunk_mark(const void* p, std::size_t size, std::uint8_t kind) noexcept {
   auto a = reinterpret_cast<std::uintptr_t>(p) >> kSegmentShift;
