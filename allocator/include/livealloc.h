@@ -2489,7 +2489,15 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     }
     return p;
   }
-  void* q = malloc_impl(size);
+  void* q;
+  if (size > usable && size <= kMaxSmall && !is_large(p)) {
+    // Growing a small block: by at least a quarter, so a buffer grown by small appends moves
+    // (and is copied) once per 25% of growth rather than at every size class.
+    std::size_t want = usable + usable / 4;
+    q = allocate_class(class_of(want > size && want <= kMaxSmall ? want : size), size);
+  } else {
+    q = malloc_impl(size);
+  }
   if (!q) return nullptr;  // p is untouched, errno is ENOMEM
   memcpy(q, p, usable < size ? usable : size);
   free_impl(p);

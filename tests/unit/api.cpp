@@ -141,6 +141,24 @@ TEST_CASE("reallocate keeps the content across small, large and back") {
   CHECK(la::detail::heap_is_valid());
 }
 
+TEST_CASE("reallocate grows a small block by at least a quarter, and shrinks in place") {
+  auto* p = static_cast<unsigned char*>(la::allocate(1200));
+  REQUIRE(la::usable_size(p) == 1280);
+  for (int i = 0; i < 1200; ++i) p[i] = static_cast<unsigned char>(i * 7);
+  auto* q = static_cast<unsigned char*>(la::reallocate(p, 1281));  // one byte past the block
+  REQUIRE(q);
+  CHECK(la::usable_size(q) >= 1600);  // not the next class, 1536: a quarter more than 1280
+  bool same = true;
+  for (int i = 0; i < 1200; ++i) same = same && q[i] == static_cast<unsigned char>(i * 7);
+  CHECK(same);
+  CHECK(la::reallocate(q, 1500) == q);  // still fits: stays
+  void* big = la::reallocate(q, 250 * 1024);  // near the small limit: the size itself
+  REQUIRE(big);
+  CHECK(la::usable_size(big) == 256 * 1024);
+  la::deallocate(big);
+  CHECK(la::detail::heap_is_valid());
+}
+
 TEST_CASE("reallocate that cannot grow leaves the block intact") {
   void* p = la::allocate(100);
   fill(p, 100, 1);
