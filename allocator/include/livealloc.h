@@ -2490,7 +2490,7 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     return p;
   }
   void* q;
-  if (size > usable && size <= kMaxSmall && !is_large(p)) {
+  if (size > usable && size <= kMaxSmall) {  // (a large block's usable size is above kMaxSmall)
     // Growing a small block: by at least a quarter, so a buffer grown by small appends moves
     // (and is copied) once per 25% of growth rather than at every size class.
     std::size_t want = usable + usable / 4;
