@@ -164,15 +164,16 @@ enum counter : std::uint32_t {
                             // (the one counter others write, with atomic adds)
   c_handed_over,      // exited totals only: live blocks passed on to a thread adopting a heap
   c_peak_live,        // gauge: the most live blocks this thread held, as seen at its slow paths
-  c_reserved_15,
+  c_foreign_allocs,   // allocations served with a block another heap owns: one a remote free
+                      // left on this thread's recent-free list (the owner's live count keeps it)
   kCounterCount
 };
 // Cross-thread free matrix: entry [f][o] (at matrix_offset + (f * slot_count + o) * 8) counts the
 // blocks the thread in slot f freed that the heap in slot o owned; row f is written only by slot
 // f's thread (the overflow row with atomic adds). Rows and columns accumulate over the slot's
 // incarnations.
-// Live blocks = allocs + adopted - frees - large_freed_by_others - handed_over. Read the
-// subtracted counters before the added ones: then live is never negative in a snapshot.
+// Live blocks = allocs + adopted - frees - large_freed_by_others - handed_over - foreign_allocs.
+// Read the subtracted counters before the added ones: then live is never negative in a snapshot.
 
 enum slot_state : std::uint32_t { slot_unused = 0, slot_alive = 1, slot_exited = 2,
                                   slot_overflow = 3 };
@@ -626,6 +627,10 @@ constexpr std::uint16_t recent_limit(unsigned c) {
   return static_cast<std::uint16_t>(n < kRecentMin ? kRecentMin : n > kRecentMax ? kRecentMax : n);
 }
 
+// Remote frees of classes up to 4 KiB stay on the freeing thread's foreign list (see
+// free_remote); larger blocks go home, where they do not pin their owner's pages.
+constexpr unsigned kForeignMaxClass = class_of(4096);
+
 struct small_class_table {
   std::uint8_t v[kMaxSmall / 256 + 1] = {};  // index (size + 15) / 16 for size <= 1024
   constexpr small_class_table() {
@@ -694,6 +699,10 @@ struct segment {
   std::uint64_t dirty_units;     // free units whose memory has not gone back to the OS yet
   std::uint64_t dirty_old;       // of those, the ones already dirty at the last purge check
   std::uint32_t used_units;
+  // The class of each unit's span (0: free unit), next to `owner`: a free reads the two from lines
+  // that change only when spans come and go, never from the page descriptor its owner writes on
+  // every allocation, so a cross-thread free does not pull the owner's hot line over.
+  alignas(64) std::uint8_t unit_cls[kUnits];
   page pages[kUnits];
 };
 static_assert(sizeof(segment) <= kUnitSize, "the segment header must fit its first unit");
@@ -738,11 +747,12 @@ struct page_queue {
   page* last = nullptr;
 };
 
-// A heap's recent-free list of one class (see heap::recent).
-struct recent_list {
+// A heap's recent-free lists of one class (see heap::recent): blocks of its own pages, and
+// blocks of other heaps' pages that this thread freed and keeps to reuse (free_remote).
+struct alignas(32) recent_list {  // (32 bytes: indexing is a shift)
   block* head = nullptr;
-  std::uint32_t room = 0;  // blocks the list may still take (always 0 in the empty heap)
-  std::uint32_t unused = 0;
+  block* foreign = nullptr;
+  std::uint32_t room = 0;  // blocks the two lists may still take (always 0 in the empty heap)
 };
 
 // Blocks this thread freed for one other heap, waiting to go back in one atomic push.
@@ -777,8 +787,11 @@ struct heap {
   page_queue queues[kClasses] = {};
   std::uint32_t kept_empty[kClasses] = {};
   outbox_slot outbox[kOutboxSlots] = {};
-  std::atomic<block*> inbox{nullptr};  // MPSC stack of blocks other threads freed into our pages
-  std::atomic<int> state{kHeapNew};
+  // MPSC stack of blocks other threads freed into our pages; alone on its line, which their
+  // pushes take over.
+  alignas(64) std::atomic<block*> inbox{nullptr};
+  // Read by every thread that keeps a block of ours (free_remote); changes only at exit.
+  alignas(64) std::atomic<int> state{kHeapNew};
   bool in_pool = false;
   segment* segments = nullptr;
   heap* next_all = nullptr;
@@ -1062,6 +1075,7 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   page* pg = &s->pages[idx];
   for (unsigned i = 1; i < n; ++i) s->pages[idx + i].span = pg;
   pg->span = pg;
+  for (unsigned i = 0; i < n; ++i) s->unit_cls[idx + i] = static_cast<std::uint8_t>(cls);
   pg->units = static_cast<std::uint8_t>(n);
   pg->cls = static_cast<std::uint8_t>(cls);
   pg->block_size = static_cast<std::uint32_t>(class_size(cls));
@@ -1120,6 +1134,7 @@ inline void page_release(heap* h, page* pg) noexcept {
     s->pages[idx + i].span = nullptr;
     s->pages[idx + i].units = 0;
   }
+  for (unsigned i = 0; i < n; ++i) s->unit_cls[idx + i] = 0;
   pg->owner = nullptr;
   pg->free = pg->local_free = nullptr;
   pg->used = pg->reserved = pg->capacity = 0;
@@ -1219,10 +1234,19 @@ LIVEALLOC_ALWAYS_INLINE void page_free_block(heap* h, page* pg, block* b) noexce
   page_return_block(h, pg, b);
 }
 
-// Frees a block of heap `h` in its owner's context: onto the recent-free list of its class while
-// that has room, else into its page.
-LIVEALLOC_ALWAYS_INLINE void heap_free_block(heap* h, page* pg, block* b) noexcept {
-  const unsigned cls = pg->cls;
+inline segment* segment_of(const void* p) noexcept {
+  return reinterpret_cast<segment*>(reinterpret_cast<std::uintptr_t>(p) & ~kSegmentMask);
+}
+inline unsigned unit_of(const void* p) noexcept {
+  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(p) & kSegmentMask) >> kUnitShift);
+}
+inline page* page_of(const void* p) noexcept { return segment_of(p)->pages[unit_of(p)].span; }
+// The class of a small block, without touching its page descriptor.
+inline unsigned class_of_block(const void* p) noexcept { return segment_of(p)->unit_cls[unit_of(p)]; }
+
+// Frees a block of class `cls` of heap `h` in its owner's context: onto the recent-free list of
+// its class while that has room, else into its page.
+LIVEALLOC_ALWAYS_INLINE void heap_free_block(heap* h, unsigned cls, block* b) noexcept {
   recent_list& r = h->recent[cls];
   if (LIVEALLOC_LIKELY(r.room != 0)) {
     --r.room;
@@ -1231,26 +1255,7 @@ LIVEALLOC_ALWAYS_INLINE void heap_free_block(heap* h, page* pg, block* b) noexce
     bump(h->stats[cls].v[c_frees]);
     return;
   }
-  page_free_block(h, pg, b);
-}
-
-inline page* page_of(const void* p) noexcept {
-  auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto* s = reinterpret_cast<segment*>(a & ~kSegmentMask);
-  return s->pages[(a & kSegmentMask) >> kUnitShift].span;
-}
-
-// Gives every block of the recent-free lists back to its page (already counted as freed).
-inline void heap_flush_recent(heap* h) noexcept {
-  for (unsigned c = 1; c < kClasses; ++c) {
-    block* b = h->recent[c].head;
-    h->recent[c] = recent_list{nullptr, recent_limit(c), 0};
-    while (b) {
-      block* next = b->next;
-      page_return_block(h, page_of(b), b);
-      b = next;
-    }
-  }
+  page_free_block(h, page_of(b), b);
 }
 
 // Releases kept empty pages (and the current page of a class if it is empty and `all`).
@@ -1280,9 +1285,8 @@ inline void heap_drain_inbox(heap* h) noexcept {
   while (b) {
     block* next = b->next;
     __builtin_prefetch(b->ahead, 1, 3);
-    page* pg = page_of(b);
-    const unsigned cls = pg->cls;
-    heap_free_block(h, pg, b);  // counts the free first: remote_received <= frees at all times
+    const unsigned cls = class_of_block(b);
+    heap_free_block(h, cls, b);  // counts the free first: remote_received <= frees at all times
     bump(h->stats[cls].v[c_remote_received]);
     b = next;
   }
@@ -1310,6 +1314,50 @@ inline void outbox_flush(heap* h) noexcept {
     slot = outbox_slot{};
     inbox_push(dest, head, tail);
   }
+}
+
+// A block of another heap: gather it in the outbox slot for its owner; hand the batch back when
+// it is full, when the slot is needed for another owner, and at every slow path of this thread.
+inline void outbox_add(heap* h, heap* owner, block* b) noexcept {
+  outbox_slot& slot = h->outbox[(reinterpret_cast<std::uintptr_t>(owner) >> 6) % kOutboxSlots];
+  if (slot.dest != owner) {
+    if (slot.count) {
+      bump(h->pub.flushes);
+      inbox_push(slot.dest, slot.head, slot.tail);
+    }
+    slot = outbox_slot{owner, nullptr, nullptr, 0, {}};
+  }
+  b->next = slot.head;
+  b->ahead = slot.recent[slot.count % kPrefetchAhead];  // pushed kPrefetchAhead blocks ago
+  slot.recent[slot.count % kPrefetchAhead] = b;
+  slot.head = b;
+  if (!slot.tail) slot.tail = b;
+  if (++slot.count >= h->batch) {
+    bump(h->pub.flushes);
+    block* head = slot.head;
+    block* tail = slot.tail;
+    slot = outbox_slot{};
+    inbox_push(owner, head, tail);
+  }
+}
+
+// Gives every block of the recent-free lists back to its page (already counted as freed), and
+// the other heaps' blocks back to their owners.
+inline void heap_flush_recent(heap* h) noexcept {
+  for (unsigned c = 1; c < kClasses; ++c) {
+    block* b = h->recent[c].head;
+    block* f = h->recent[c].foreign;
+    h->recent[c] = recent_list{nullptr, nullptr, recent_limit(c)};
+    for (block* next; b; b = next) {
+      next = b->next;
+      page_return_block(h, page_of(b), b);
+    }
+    for (block* next; f; f = next) {
+      next = f->next;
+      outbox_add(h, segment_of(f)->owner, f);
+    }
+  }
+  outbox_flush(h);
 }
 
 // --- heap life cycle ---------------------------------------------------------------------------
@@ -1388,7 +1436,7 @@ inline void slot_begin(heap* h) noexcept {
 // handed_over comes last. A reader may then see live too high for a moment, never too low.
 // The caller bumped the incarnation first, so readers that notice it skip this slot.
 inline void slot_fold(heap* h) noexcept {
-  static constexpr counter kSubtracted[] = {c_frees};
+  static constexpr counter kSubtracted[] = {c_frees, c_foreign_allocs};
   static constexpr counter kOther[] = {c_requested_bytes, c_refills, c_remote_sent,
                                        c_remote_received, c_pages_taken, c_pages_released};
   constexpr auto rlx = std::memory_order_relaxed;
@@ -1397,13 +1445,15 @@ inline void slot_fold(heap* h) noexcept {
     auto& x = g_exited[cls].v;
     std::uint64_t others = k[c_large_freed_by_others].exchange(0, rlx);
     std::uint64_t allocs = k[c_allocs].load(rlx), adopted = k[c_adopted].load(rlx);
-    std::uint64_t frees = k[c_frees].load(rlx);
+    std::uint64_t frees = k[c_frees].load(rlx), foreign = k[c_foreign_allocs].load(rlx);
     // Never negative for livealloc's own counts. memlive's capture hooks count a free on the
     // freeing thread, so a slot may hold more frees than allocations: that deficit stays in the
     // exited totals and the next thread adopts nothing.
-    std::uint64_t live = allocs + adopted >= frees + others ? allocs + adopted - frees - others : 0;
+    std::uint64_t gone = frees + others + foreign;
+    std::uint64_t live = allocs + adopted >= gone ? allocs + adopted - gone : 0;
     for (counter c : kSubtracted) k[c].store(0, rlx);
     x[c_frees].fetch_add(frees, rlx);
+    x[c_foreign_allocs].fetch_add(foreign, rlx);
     x[c_large_freed_by_others].fetch_add(others, rlx);
     x[c_allocs].fetch_add(allocs, rlx);
     x[c_adopted].fetch_add(adopted, rlx);
@@ -1939,7 +1989,8 @@ inline void note_peak(heap* h, unsigned cls) noexcept {
   std::uint64_t live = k[c_allocs].load(std::memory_order_relaxed) +
                        k[c_adopted].load(std::memory_order_relaxed) -
                        k[c_frees].load(std::memory_order_relaxed) -
-                       k[c_large_freed_by_others].load(std::memory_order_relaxed);
+                       k[c_large_freed_by_others].load(std::memory_order_relaxed) -
+                       k[c_foreign_allocs].load(std::memory_order_relaxed);
   if (static_cast<std::int64_t>(live) > static_cast<std::int64_t>(k[c_peak_live].load(std::memory_order_relaxed)))
     k[c_peak_live].store(live, std::memory_order_relaxed);
 }
@@ -1985,9 +2036,31 @@ LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
   return b;
 }
 
+// A block of another heap from the foreign list: an allocation of this thread, and once more a
+// foreign one, since it stays in its owner's live count (c_allocs first, so that a reader never
+// sees live too low).
+LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
+                                             std::size_t size) noexcept {
+  h->recent[cls].foreign = b->next;
+  ++h->recent[cls].room;
+  class_counters& c = h->stats[cls];
+  const std::uint64_t allocs = c.v[c_allocs].load(std::memory_order_relaxed) + 1;
+  c.v[c_allocs].store(allocs, std::memory_order_relaxed);
+  bump(c.v[c_requested_bytes], size);
+  auto& f = c.v[c_foreign_allocs];
+  f.store(f.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+#if LIVEALLOC_CHECKED
+  checked_on_alloc(page_of(b), b);
+#endif
+  if (LIVEALLOC_UNLIKELY(allocs % kMaintainEvery == 0)) recent_maintain(h);
+  return b;
+}
+
 LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
   heap* h = tls_heap;
-  if (block* b = h->recent[cls].head) return take_recent(h, b, cls, size);
+  recent_list& r = h->recent[cls];
+  if (LIVEALLOC_UNLIKELY(r.foreign != nullptr)) return take_foreign(h, r.foreign, cls, size);
+  if (block* b = r.head) return take_recent(h, b, cls, size);
   page* pg = h->direct[cls];
   if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, cls, size);
   return allocate_slow(cls, size);
@@ -2294,11 +2367,11 @@ LIVEALLOC_ALWAYS_INLINE bool is_large(const void* p) noexcept {
          reinterpret_cast<const segment*>(a & ~kSegmentMask)->kind != kKindSegment;
 }
 
-// A block of another heap: gather it in the outbox slot for its owner; hand the batch back when
-// it is full, when the slot is needed for another owner, and at every slow path of this thread.
-LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
+// A block of another heap: kept on this thread's foreign list of its class while the recent-free
+// lists have room, so a malloc here reuses it while it is hot in this core's cache (its owner
+// still counts it used; see take_foreign); else gathered in the outbox for its owner.
+LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) noexcept {
   heap* h = tls_heap;
-  heap* owner = pg->owner;
   if (h == &g_empty_heap) h = thread_init();
   if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
     b->next = nullptr;
@@ -2307,38 +2380,30 @@ LIVEALLOC_NOINLINE inline void free_remote(page* pg, block* b) noexcept {
     return;
   }
   if (owner == h) {  // a newly adopted heap may own the page
-    page_free_block(h, pg, b);
+    page_free_block(h, page_of(b), b);
     return;
   }
-  bump(h->stats[pg->cls].v[c_remote_sent]);
+  bump(h->stats[cls].v[c_remote_sent]);
   matrix_count(h, owner);
-  outbox_slot& slot = h->outbox[(reinterpret_cast<std::uintptr_t>(owner) >> 6) % kOutboxSlots];
-  if (slot.dest != owner) {
-    if (slot.count) {
-      bump(h->pub.flushes);
-      inbox_push(slot.dest, slot.head, slot.tail);
-    }
-    slot = outbox_slot{owner, nullptr, nullptr, 0, {}};
+  recent_list& r = h->recent[cls];
+  // (A block of an exited thread's heap goes home at once: that heap can then be collected.)
+  if (cls <= kForeignMaxClass && r.room != 0 &&
+      owner->state.load(std::memory_order_relaxed) == kHeapOwned) {
+    --r.room;
+    b->next = r.foreign;
+    r.foreign = b;
+    return;
   }
-  b->next = slot.head;
-  b->ahead = slot.recent[slot.count % kPrefetchAhead];  // pushed kPrefetchAhead blocks ago
-  slot.recent[slot.count % kPrefetchAhead] = b;
-  slot.head = b;
-  if (!slot.tail) slot.tail = b;
-  if (++slot.count >= h->batch) {
-    bump(h->pub.flushes);
-    block* head = slot.head;
-    block* tail = slot.tail;
-    slot = outbox_slot{};
-    inbox_push(owner, head, tail);
-  }
+  outbox_add(h, owner, b);
 }
 
+// The owner and class come from the segment header, never from the page descriptor.
 LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
-  page* pg = page_of(p);
+  segment* s = segment_of(p);
+  const unsigned cls = s->unit_cls[unit_of(p)];
   heap* h = tls_heap;
-  if (LIVEALLOC_LIKELY(pg->owner == h)) return heap_free_block(h, pg, static_cast<block*>(p));
-  free_remote(pg, static_cast<block*>(p));
+  if (LIVEALLOC_LIKELY(s->owner == h)) return heap_free_block(h, cls, static_cast<block*>(p));
+  free_remote(s->owner, cls, static_cast<block*>(p));
 }
 
 // Pointers at a 4 MiB boundary: nullptr, or a large block aligned to 4 MiB or more.
@@ -2551,7 +2616,8 @@ inline stats stats_impl() noexcept {
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
     for (unsigned c = 1; c < kClasses; ++c) {
       const class_counters& k = h->stats[c];
-      std::uint64_t f = k.v[c_frees].load(std::memory_order_relaxed);
+      std::uint64_t f = k.v[c_frees].load(std::memory_order_relaxed) +
+                        k.v[c_foreign_allocs].load(std::memory_order_relaxed);
       std::uint64_t a = k.v[c_allocs].load(std::memory_order_relaxed) +
                         k.v[c_adopted].load(std::memory_order_relaxed);
       s.allocated_bytes += a * class_size(c);
@@ -2603,7 +2669,14 @@ inline bool heap_is_valid() noexcept {
     if (kept != h->kept_empty[c]) return fail("kept_empty count");
     std::uint32_t recent = 0;
     for (block* b = h->recent[c].head; b; b = b->next) {
-      if (page_of(b)->owner != h || page_of(b)->cls != c) return fail("recent block of another page");
+      if (page_of(b)->owner != h || page_of(b)->cls != c || class_of_block(b) != c)
+        return fail("recent block of another page");
+      ++recent;
+    }
+    for (block* b = h->recent[c].foreign; b; b = b->next) {
+      if (segment_of(b)->owner == h || page_of(b)->owner != segment_of(b)->owner ||
+          page_of(b)->cls != c || class_of_block(b) != c)
+        return fail("foreign block of this heap or of another class");
       ++recent;
     }
     if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
@@ -2614,6 +2687,7 @@ inline bool heap_is_valid() noexcept {
     for (unsigned i = 1; i < kUnits; ++i) {
       bool is_free = (s->free_units >> i) & 1;
       if (is_free != (s->pages[i].span == nullptr)) return fail("free unit bitmap");
+      if (s->unit_cls[i] != (is_free ? 0 : s->pages[i].span->cls)) return fail("unit class");
       used += !is_free;
     }
     if (used != s->used_units) return fail("used_units");

@@ -68,7 +68,8 @@ struct thread_view {
   std::uint64_t slow_paths = 0, flushes = 0, mmap_calls = 0, munmap_calls = 0, madvise_calls = 0;
   counter_matrix counters{};  // [class][telemetry::counter]
 
-  // Live blocks of class `cls`: allocs + adopted - frees - large_freed_by_others - handed_over.
+  // Live blocks of class `cls`:
+  // allocs + adopted - frees - large_freed_by_others - handed_over - foreign_allocs.
   // Saturates at 0: the read order keeps process totals non-negative, but a slot caught while
   // a new thread folds it into the exited totals can read torn on its own.
   std::uint64_t live(unsigned cls) const;
@@ -472,16 +473,16 @@ inline void sleep_ms(int ms) {
 
 // The subtracted counters of the live formula, read in a first pass (see snapshot::total).
 constexpr unsigned kSubtracted[] = {telemetry::c_frees, telemetry::c_large_freed_by_others,
-                                    telemetry::c_handed_over};
+                                    telemetry::c_handed_over, telemetry::c_foreign_allocs};
 inline bool is_subtracted(unsigned c) {
   return c == telemetry::c_frees || c == telemetry::c_large_freed_by_others ||
-         c == telemetry::c_handed_over;
+         c == telemetry::c_handed_over || c == telemetry::c_foreign_allocs;
 }
 
 inline std::uint64_t live_of(const std::array<std::uint64_t, telemetry::kCounterCount>& v) {
   std::uint64_t plus = v[telemetry::c_allocs] + v[telemetry::c_adopted];
-  std::uint64_t minus =
-      v[telemetry::c_frees] + v[telemetry::c_large_freed_by_others] + v[telemetry::c_handed_over];
+  std::uint64_t minus = v[telemetry::c_frees] + v[telemetry::c_large_freed_by_others] +
+                        v[telemetry::c_handed_over] + v[telemetry::c_foreign_allocs];
   return plus > minus ? plus - minus : 0;
 }
 

@@ -132,7 +132,7 @@ inline constexpr const char* kCounterNames[tl::kCounterCount] = {
     "allocs",          "frees",           "requested_bytes",       "refills",        "remote_sent",
     "remote_received", "adopted",         "pages_taken",           "pages_released", "pages_in_use",
     "pages_kept",      "reserved_blocks", "large_freed_by_others", "handed_over",    "peak_live",
-    "reserved_15"};
+    "foreign_allocs"};
 // One line each, for Prometheus HELP (from allocator/TELEMETRY.md).
 inline constexpr const char* kCounterHelp[tl::kCounterCount] = {
     "Blocks handed out (realloc counts a free and an allocation).",
@@ -150,7 +150,7 @@ inline constexpr const char* kCounterHelp[tl::kCounterCount] = {
     "Class 0 only: this thread's large blocks freed by other threads.",
     "Exited totals only: live blocks passed on to a thread that adopted a heap.",
     "Most live blocks this thread held, as seen at its slow paths.",
-    "Reserved, zero."};
+    "Allocations served with another thread's block that a remote free left here (live in its owner)."};
 
 constexpr const char* counter_name(unsigned c) {
   return c < tl::kCounterCount ? kCounterNames[c] : "";
@@ -159,9 +159,6 @@ static_assert(tl::kCounterCount == 16, "memlive.h knows the 16 counters of layou
 constexpr bool counter_is_gauge(unsigned c) {
   return c == tl::c_pages_in_use || c == tl::c_pages_kept || c == tl::c_reserved_blocks ||
          c == tl::c_peak_live;
-}
-constexpr bool counter_is_reserved(unsigned c) {
-  return c == 15;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -188,7 +185,7 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // gauges livealloc_<segment|large|cached|committed|live>_bytes, livealloc_slots_used, and counters
 // livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
 // livealloc_overflow_threads_total, livealloc_options_rejected_total; livealloc_option_effective
-// {pid, option}. Reserved counters are left out.
+// {pid, option}.
 std::string to_prometheus(const rd::snapshot& s);
 // The content type to serve it with.
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
@@ -358,7 +355,8 @@ __attribute__((always_inline)) inline void hook_alloc(std::size_t requested,
   // Live as livealloc's note_peak computes it; negative (more frees than allocations on this
   // thread) never makes a peak.
   const std::uint64_t live = allocs + k[tl::c_adopted].load(rlx) - k[tl::c_frees].load(rlx) -
-                             k[tl::c_large_freed_by_others].load(rlx);
+                             k[tl::c_large_freed_by_others].load(rlx) -
+                             k[tl::c_foreign_allocs].load(rlx);
   if (static_cast<std::int64_t>(live) > static_cast<std::int64_t>(k[tl::c_peak_live].load(rlx)))
     k[tl::c_peak_live].store(live, rlx);
   if (cls == 0) la::g_proc->large_bytes.fetch_add(block, rlx);
@@ -681,7 +679,8 @@ inline void json_matrix(writer& w, const rd::counter_matrix& m) {
 
 inline std::uint64_t live_of(const counter_row& v) {
   std::uint64_t plus = v[tl::c_allocs] + v[tl::c_adopted];
-  std::uint64_t minus = v[tl::c_frees] + v[tl::c_large_freed_by_others] + v[tl::c_handed_over];
+  std::uint64_t minus = v[tl::c_frees] + v[tl::c_large_freed_by_others] + v[tl::c_handed_over] +
+                        v[tl::c_foreign_allocs];
   return plus > minus ? plus - minus : 0;
 }
 
@@ -964,7 +963,6 @@ inline std::string to_prometheus(const rd::snapshot& s) {
   {
     detail::writer w(out);
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
-      if (counter_is_reserved(c)) continue;
       const bool gauge = counter_is_gauge(c);
       std::string name = std::string("livealloc_") + kCounterNames[c] + (gauge ? "" : "_total");
       detail::prom_family(w, name, gauge ? "gauge" : "counter", kCounterHelp[c]);
@@ -973,7 +971,7 @@ inline std::string to_prometheus(const rd::snapshot& s) {
     const std::string live = "livealloc_live_blocks";
     detail::prom_family(w, live, "gauge",
                         "Live blocks: allocs + adopted - frees - large_freed_by_others - "
-                        "handed_over.");
+                        "handed_over - foreign_allocs.");
     for (const detail::prom_row& r : rows)
       detail::prom_sample(w, live, r.labels, detail::live_of(*r.row));
 

@@ -159,7 +159,8 @@ def check_json(snap, want):
         for cls, w in classes.items():
             v = got.get(cls, {})
             live = v.get("allocs", 0) + v.get("adopted", 0) - v.get("frees", 0) - \
-                v.get("large_freed_by_others", 0) - v.get("handed_over", 0)
+                v.get("large_freed_by_others", 0) - v.get("handed_over", 0) - \
+                v.get("foreign_allocs", 0)
             check(v.get("allocs") == w["allocs"] and v.get("frees") == w["frees"] and
                   v.get("requested_bytes") == w["requested_bytes"] and live == w["live"],
                   "json: %r class %d: allocs %d frees %d requested %d live %d (got %s %s %s %d)" %

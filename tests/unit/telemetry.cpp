@@ -187,6 +187,90 @@ TEST_CASE("exact counts per thread and class: allocations, remote frees, realloc
   worker.join();
 }
 
+TEST_CASE("a remote free kept for reuse stays live in its owner, not in the thread reusing it") {
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(100);
+  constexpr int N = 64;  // fits the recent-free list of the class (128 blocks)
+  std::vector<void*> blocks;
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  int worker_tid = 0;
+  std::thread worker([&] {
+    worker_tid = my_tid();
+    for (int i = 0; i < N; ++i) blocks.push_back(la::allocate(100));
+    std::unique_lock<std::mutex> l(m);
+    step = 1;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 2; });
+    l.unlock();
+    la::trim();  // drains the inbox: the blocks come home
+    l.lock();
+    step = 3;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 4; });
+  });
+  {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return step == 1; });
+  }
+  la::deallocate(la::allocate(100));  // the main thread has a heap (and a slot)
+  la::trim();                         // and its recent-free lists start empty
+  rd::snapshot before = snap(*seg);
+  const rd::thread_view* mb = by_tid(before, my_tid());
+  REQUIRE(mb != nullptr);
+  const auto b0 = mb->counters[cls];
+  const std::uint64_t main_live0 = mb->live(cls);
+
+  for (void* p : blocks) la::deallocate(p);  // remote frees, kept on this thread's list
+  CHECK(la::detail::heap_is_valid());
+  std::vector<void*> again;
+  for (int i = 0; i < N; ++i) again.push_back(la::allocate(100));
+  // The same blocks, reused here (most recent first) while the worker's pages own them.
+  std::vector<void*> x = blocks, y = again;
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  CHECK(x == y);
+  rd::snapshot mid = snap(*seg);
+  const rd::thread_view* mm = by_tid(mid, my_tid());
+  const rd::thread_view* wm = by_tid(mid, worker_tid);
+  REQUIRE(mm != nullptr);
+  REQUIRE(wm != nullptr);
+  CHECK(mm->counters[cls][c_allocs] - b0[c_allocs] == N);
+  CHECK(mm->counters[cls][c_foreign_allocs] - b0[c_foreign_allocs] == N);
+  CHECK(mm->counters[cls][c_remote_sent] - b0[c_remote_sent] == N);
+  CHECK(mm->live(cls) == main_live0);  // live where the pages are: in the worker
+  CHECK(wm->live(cls) == N);
+  CHECK(wm->counters[cls][c_remote_received] == 0);
+
+  for (void* p : again) la::deallocate(p);
+  la::trim();  // sends them home
+  {
+    std::unique_lock<std::mutex> l(m);
+    step = 2;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 3; });
+  }
+  rd::snapshot s = snap(*seg);
+  const rd::thread_view* mt = by_tid(s, my_tid());
+  const rd::thread_view* w = by_tid(s, worker_tid);
+  REQUIRE(mt != nullptr);
+  REQUIRE(w != nullptr);
+  CHECK(w->counters[cls][c_allocs] == N);
+  CHECK(w->counters[cls][c_frees] == N);
+  CHECK(w->counters[cls][c_remote_received] == N);
+  CHECK(w->live(cls) == 0);
+  CHECK(mt->counters[cls][c_remote_sent] - b0[c_remote_sent] == 2 * N);
+  CHECK(mt->live(cls) == main_live0);
+  CHECK(s.freed(mt->slot, w->slot) - before.freed(mb->slot, w->slot) == 2 * N);
+  {
+    std::lock_guard<std::mutex> l(m);
+    step = 4;
+    cv.notify_all();
+  }
+  worker.join();
+}
+
 TEST_CASE("large blocks count in class 0, also when another thread frees them") {
   auto seg = own_segment();
   la::deallocate(la::allocate(8));  // this thread has its own heap before the other one exits

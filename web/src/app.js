@@ -55,7 +55,9 @@
     return c;
   }
 
-  const rowLive = (r) => r[C.allocs] + r[C.adopted] - r[C.frees] - r[C.large_freed_by_others] - r[C.handed_over];
+  // foreign_allocs: allocations served with another thread's block; they stay live in its owner.
+  const rowLive = (r) => r[C.allocs] + r[C.adopted] - r[C.frees] - r[C.large_freed_by_others] - r[C.handed_over] -
+    (C.foreign_allocs ? r[C.foreign_allocs] : 0);
   const threadKey = (t) => t.slot + ":" + t.incarnation + ":" + t.tid;
 
   // Turns a snapshot into per-class and per-thread figures. `prev` (the previous derived sample
@@ -382,7 +384,8 @@
   function toCSV(s) {
     const idx = counterIndex(s);
     const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
-    const live = (r) => r[idx.allocs] + r[idx.adopted] - r[idx.frees] - r[idx.large_freed_by_others] - r[idx.handed_over];
+    const live = (r) => r[idx.allocs] + r[idx.adopted] - r[idx.frees] - r[idx.large_freed_by_others] - r[idx.handed_over] -
+      (idx.foreign_allocs ? r[idx.foreign_allocs] : 0);
     for (const t of s.threads)
       for (const r of t.classes)
         lines.push([s.taken_ns, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
