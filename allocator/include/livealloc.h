@@ -2020,15 +2020,20 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
 constexpr std::uint64_t kMaintainEvery = 4096;
 LIVEALLOC_NOINLINE inline void recent_maintain(heap* h) noexcept { heap_maintain(h); }
 
-// A block from the recent-free list; its page already counts it used.
-LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
-                                          std::size_t size) noexcept {
-  h->recent[cls].head = b->next;
+// Counts an allocation served from a recent-free or foreign list, whose page already counts the
+// block used. A foreign block is an allocation of this thread and once more a foreign one, since it
+// stays in its owner's live count (c_allocs first, so that a reader never sees live too low).
+LIVEALLOC_ALWAYS_INLINE void* take_listed(heap* h, block* b, unsigned cls, std::size_t size,
+                                          bool foreign) noexcept {
   ++h->recent[cls].room;
   class_counters& c = h->stats[cls];
   const std::uint64_t allocs = c.v[c_allocs].load(std::memory_order_relaxed) + 1;
   c.v[c_allocs].store(allocs, std::memory_order_relaxed);
   bump(c.v[c_requested_bytes], size);
+  if (foreign) {
+    auto& f = c.v[c_foreign_allocs];
+    f.store(f.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 #if LIVEALLOC_CHECKED
   checked_on_alloc(page_of(b), b);
 #endif
@@ -2036,24 +2041,16 @@ LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
   return b;
 }
 
-// A block of another heap from the foreign list: an allocation of this thread, and once more a
-// foreign one, since it stays in its owner's live count (c_allocs first, so that a reader never
-// sees live too low).
+LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
+                                          std::size_t size) noexcept {
+  h->recent[cls].head = b->next;
+  return take_listed(h, b, cls, size, false);
+}
+
 LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
                                              std::size_t size) noexcept {
   h->recent[cls].foreign = b->next;
-  ++h->recent[cls].room;
-  class_counters& c = h->stats[cls];
-  const std::uint64_t allocs = c.v[c_allocs].load(std::memory_order_relaxed) + 1;
-  c.v[c_allocs].store(allocs, std::memory_order_relaxed);
-  bump(c.v[c_requested_bytes], size);
-  auto& f = c.v[c_foreign_allocs];
-  f.store(f.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-#if LIVEALLOC_CHECKED
-  checked_on_alloc(page_of(b), b);
-#endif
-  if (LIVEALLOC_UNLIKELY(allocs % kMaintainEvery == 0)) recent_maintain(h);
-  return b;
+  return take_listed(h, b, cls, size, true);
 }
 
 LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
