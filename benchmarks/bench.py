@@ -538,15 +538,21 @@ def cmd_run(args):
 
 def write_summary(rows, path, header):
     groups = {}
+    by_rep = {}  # key -> allocator -> rep -> value, for the paired ratios
     for r in rows:
         key = (r["workload"], r["case"], r["threads"], r["metric"], r["unit"])
         groups.setdefault(key, {}).setdefault(r["allocator"], []).append(float(r["value"]))
+        by_rep.setdefault(key, {}).setdefault(r["allocator"], {})[r["rep"]] = float(r["value"])
     fields = ["workload", "case", "threads", "metric", "unit", "better", "allocator", "n",
-              "median", "min", "max", "q1", "q3", "ratio_to_glibc", "ratio_to_livealloc"]
+              "median", "min", "max", "q1", "q3", "ratio_to_glibc", "ratio_to_livealloc",
+              "paired_to_glibc", "paired_to_glibc_min", "paired_to_glibc_max", "paired_to_livealloc"]
     order = [a["name"] for a in ALLOCATORS]
     with open(path, "w", newline="") as f:
         f.write("\n".join(header) + "\n")
         f.write("# ratio_to_X = median / median of X; read it with `better` (higher or lower is good)\n")
+        f.write("# paired_to_X = median over repetitions of value / X's value in the same repetition, with\n"
+                "# its min and max: runs of one repetition are back to back, so a slow phase of a shared\n"
+                "# machine, which lasts seconds, hits the allocators of a repetition alike\n")
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for key, per_alloc in groups.items():
@@ -558,7 +564,23 @@ def write_summary(rows, path, header):
                                 median="%.6g" % medians[alloc], min="%.6g" % v[0], max="%.6g" % v[-1],
                                 q1="%.6g" % q1, q3="%.6g" % q3,
                                 ratio_to_glibc=ratio(medians[alloc], medians.get("glibc"), key[3]),
-                                ratio_to_livealloc=ratio(medians[alloc], medians.get("livealloc"), key[3])))
+                                ratio_to_livealloc=ratio(medians[alloc], medians.get("livealloc"), key[3]),
+                                **paired(by_rep[key], alloc, key[3])))
+
+
+def paired(reps, alloc, metric):
+    """Per-repetition ratios of `alloc` to glibc (median, min, max) and to livealloc (median)."""
+    def ratios(base):
+        if metric in DIFFERENCES or base not in reps:
+            return []
+        return sorted(v / reps[base][rep] for rep, v in reps[alloc].items()
+                      if rep in reps[base] and v > 0 and reps[base][rep] > 0)
+    g, l = ratios("glibc"), ratios("livealloc")
+    fmt = lambda x: "%.4g" % x
+    return {"paired_to_glibc": fmt(statistics.median(g)) if g else "",
+            "paired_to_glibc_min": fmt(g[0]) if g else "",
+            "paired_to_glibc_max": fmt(g[-1]) if g else "",
+            "paired_to_livealloc": fmt(statistics.median(l)) if l else ""}
 
 
 def ratio(a, b, metric):
@@ -593,7 +615,7 @@ def cmd_plotdata(args):
             continue
         if r["metric"] == "time" and (r["workload"], r["case"], r["threads"]) in has_rate:
             continue
-        value = float(r["ratio_to_glibc"])
+        value = float(r.get("paired_to_glibc") or r["ratio_to_glibc"])
         if r["better"] == "lower":
             value = 1 / value if value > 0 else float("nan")
         label = r["case"] if len(threads_seen[r["workload"]]) == 1 else "%s %st" % (r["case"], r["threads"])
@@ -622,7 +644,7 @@ def cmd_summarize(args):
 
 
 def cmd_table(args):
-    """A Markdown table of median ratios to glibc, for README.md or a report."""
+    """A Markdown table of ratios to glibc (paired, where the summary has them), for README.md."""
     rows = read_csv(args.summary)
     present = [a["name"] for a in ALLOCATORS if any(r["allocator"] == a["name"] for r in rows)]
     wanted = set(args.metrics.split(",")) if args.metrics else None
@@ -631,7 +653,7 @@ def cmd_table(args):
         if r["better"] == "none" or (wanted and r["metric"] not in wanted):
             continue
         key = (r["workload"], r["case"], r["threads"], r["metric"], r["better"])
-        table.setdefault(key, {})[r["allocator"]] = r["ratio_to_glibc"]
+        table.setdefault(key, {})[r["allocator"]] = r.get("paired_to_glibc") or r["ratio_to_glibc"]
     print("| workload | case | threads | metric (better) | " + " | ".join(present) + " |")
     print("|---|---|---|---|" + "---:|" * len(present))
     for (w, c, t, m, b), vals in table.items():

@@ -34,7 +34,7 @@ for w in $(cut -d' ' -f1 "$data/index" | uniq); do
     echo "set grid ytics"
     echo "set xtics rotate by -30 left noenhanced"
     echo "set key outside right top noenhanced font ',8'"
-    echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of runs)' noenhanced"
+    echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of per-repetition ratios)' noenhanced"
     awk -v w="$w" '$1 == w {print $2, $3}' "$data/index" | while read -r metric file; do
       columns=$(head -1 "$file" | wc -w)
       echo "set title '$metric' noenhanced"
