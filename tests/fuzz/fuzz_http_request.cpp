@@ -20,6 +20,9 @@
 // 127.0.0.1:PORT or localhost:PORT (any case) 200, anything else 403; Origin absent or
 // http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
 // header comment names the interval. Every 500 inputs, /healthz must still answer.
+#include <cerrno>
+#include <cstring>
+
 #include <memlive.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -53,8 +56,24 @@ void start_server() {
   g_port = st.port;
 }
 
+// connect(), finished when libFuzzer's timeout timer (SIGALRM, every timeout/2 + 1 s, without
+// SA_RESTART) interrupts it: the connection goes on in the background (POSIX).
+int connect_loopback(int fd, const sockaddr_in& sa) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0) return 0;
+  if (errno != EINTR) return -1;
+  pollfd p{fd, POLLOUT, 0};
+  while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+  errno = err;
+  return err == 0 && (p.revents & POLLOUT) ? 0 : -1;
+}
+
 // Sends `req`, shuts the write side, reads the answer: all of it, or for an event stream up to
-// the end of its first event. Returns false if nothing came within `timeout_ms`.
+// the end of its first event. Returns false if nothing came within `timeout_ms`. Calls that the
+// timer interrupts (EINTR) are repeated.
 bool round_trip(const std::string& req, std::string* out, int timeout_ms = 5000) {
   out->clear();
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -63,9 +82,10 @@ bool round_trip(const std::string& req, std::string* out, int timeout_ms = 5000)
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<std::uint16_t>(g_port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "connect failed");
+  FUZZ_CHECK(connect_loopback(fd, sa) == 0, "connect failed: %s", std::strerror(errno));
   for (std::size_t done = 0; done < req.size();) {
     const ssize_t w = send(fd, req.data() + done, req.size() - done, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;  // the server may close early (a bad request line)
     done += static_cast<std::size_t>(w);
   }
@@ -74,11 +94,14 @@ bool round_trip(const std::string& req, std::string* out, int timeout_ms = 5000)
   bool got = true;
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, timeout_ms) <= 0) {
+    const int ready = poll(&p, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
       got = !out->empty();
       break;
     }
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out->append(buf, static_cast<std::size_t>(n));
     const std::size_t body = out->find("\r\n\r\n");
