@@ -677,12 +677,7 @@ inline void json_matrix(writer& w, const rd::counter_matrix& m) {
   w.ch(']');
 }
 
-inline std::uint64_t live_of(const counter_row& v) {
-  std::uint64_t plus = v[tl::c_allocs] + v[tl::c_adopted];
-  std::uint64_t minus = v[tl::c_frees] + v[tl::c_large_freed_by_others] + v[tl::c_handed_over] +
-                        v[tl::c_foreign_allocs];
-  return plus > minus ? plus - minus : 0;
-}
+using rd::detail::live_of;  // the reader's live formula (counter_row is its row type)
 
 inline std::uint64_t class_size_of(const rd::snapshot& s, unsigned cls) {
   return cls < s.class_sizes.size() ? s.class_sizes[cls] : 0;

@@ -55,9 +55,11 @@
     return c;
   }
 
-  // foreign_allocs: allocations served with another thread's block; they stay live in its owner.
-  const rowLive = (r) => r[C.allocs] + r[C.adopted] - r[C.frees] - r[C.large_freed_by_others] - r[C.handed_over] -
-    (C.foreign_allocs ? r[C.foreign_allocs] : 0);
+  // Live blocks of a class row, `c` its counter index. foreign_allocs (absent from older
+  // allocators): allocations served with another thread's block, which stays live in its owner.
+  const liveOf = (r, c) => r[c.allocs] + r[c.adopted] - r[c.frees] - r[c.large_freed_by_others] - r[c.handed_over] -
+    (c.foreign_allocs ? r[c.foreign_allocs] : 0);
+  const rowLive = (r) => liveOf(r, C);
   const threadKey = (t) => t.slot + ":" + t.incarnation + ":" + t.tid;
 
   // Turns a snapshot into per-class and per-thread figures. `prev` (the previous derived sample
@@ -384,14 +386,12 @@
   function toCSV(s) {
     const idx = counterIndex(s);
     const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
-    const live = (r) => r[idx.allocs] + r[idx.adopted] - r[idx.frees] - r[idx.large_freed_by_others] - r[idx.handed_over] -
-      (idx.foreign_allocs ? r[idx.foreign_allocs] : 0);
     for (const t of s.threads)
       for (const r of t.classes)
         lines.push([s.taken_ns, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
-          ...r.slice(1), live(r)].join(","));
+          ...r.slice(1), liveOf(r, idx)].join(","));
     for (const r of s.exited)
-      lines.push([s.taken_ns, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), live(r)].join(","));
+      lines.push([s.taken_ns, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), liveOf(r, idx)].join(","));
     return lines.join("\r\n") + "\r\n";
   }
   $("export-csv").addEventListener("click", () => {
