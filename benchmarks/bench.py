@@ -35,9 +35,8 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 ALLOCATORS = [
     {"name": "glibc", "lib": None, "env": {}},
     {"name": "livealloc", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "0"}},
-    # HOOK: the cost of observing. Same library with profiling on; LIVEALLOC_PROFILE does nothing
-    # yet, so today this column should match `livealloc` within noise. When profiling lands, the
-    # ratio livealloc+profile / livealloc in summary.csv is the price of the telemetry.
+    # The cost of observing: the same library with profiling on (the counters published in
+    # shared memory); the ratio livealloc+profile / livealloc in summary.csv is its price.
     {"name": "livealloc+profile", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"}},
     # The cost of observing live: the same again, with `memlive serve` attached to the workload
     # and one client reading its 10 Hz /api/stream for the whole run (class Observer). Only for

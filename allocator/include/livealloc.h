@@ -79,7 +79,7 @@
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
   X(large_cache, int, 128, 0, 65536, true,                                                       \
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
-  X(purge_delay, int, 50, 0, 60000, true,                                                      \
+  X(purge_delay, int, 250, 0, 60000, true,                                                     \
     "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
   X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
@@ -741,6 +741,7 @@ struct large_header {
   std::uint8_t* base;  // the mapping
   std::size_t map_size;
   std::size_t usable;  // bytes from the user pointer to the end of the mapping
+  std::size_t requested;  // the largest size asked for since the mapping last changed
   heap* owner;         // the heap that counted the allocation (telemetry, class 0)
 #if LIVEALLOC_CHECKED
   std::atomic<std::uint32_t> live;
@@ -1064,11 +1065,13 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   const unsigned n = class_units(cls);
   segment* s = h->segments;
   int idx = -1;
-  // Units released recently are still resident: reusing them costs no page faults.
-  for (; s; s = s->next) {
+  // Units released recently are still resident: reusing them, in any segment, costs no page
+  // faults.
+  for (; s; s = s->next)
     if ((idx = find_run(s->free_units & s->dirty_units, n)) >= 0) break;
-    if ((idx = find_run(s->free_units, n)) >= 0) break;
-  }
+  if (!s)
+    for (s = h->segments; s; s = s->next)
+      if ((idx = find_run(s->free_units, n)) >= 0) break;
   if (!s) {
     if (!(s = segment_alloc(h))) return nullptr;
     idx = find_run(s->free_units, n);
@@ -2146,11 +2149,33 @@ inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t
   return static_cast<std::uint8_t*>(moved);
 }
 
+// Removes cache entry `i` and returns it; call with large_lock held.
+inline large_cache_entry large_cache_remove(unsigned i) noexcept {
+  large_cache_entry e = g.large_cache[i];
+  g.large_cache[i] = g.large_cache[--g.large_cache_count];
+  sub(g_proc->cached_bytes, e.size);
+  if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
+  return e;
+}
+
+// Extends the mapping [base, base + *size) by the cached entries right after it (pieces split
+// off it by large_fit, contiguous in the same mapping) until it holds `need` bytes; call with
+// large_lock held.
+inline void large_cache_absorb(std::uint8_t* base, std::size_t* size, std::size_t need) noexcept {
+  for (unsigned i = 0; *size < need && i < g.large_cache_count;) {
+    if (g.large_cache[i].base != base + *size) {
+      ++i;
+      continue;
+    }
+    *size += large_cache_remove(i).size;
+    i = 0;  // the next piece may sit anywhere in the table
+  }
+}
+
 // The cached mapping that shares the most resident bytes with a request of `need` bytes (the
 // least waste among equals), resized to `need`. One too small first takes back the cached
-// entries right after it (pieces split off by large_fit, contiguous in the same mapping). A
-// loop of large allocations of varying sizes then reuses the pages it touched last time instead
-// of faulting in new ones.
+// entries right after it. A loop of large allocations of varying sizes then reuses the pages it
+// touched last time instead of faulting in new ones.
 inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
   large_cache_entry e;
@@ -2169,25 +2194,54 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
       }
     }
     if (best < 0) return nullptr;
-    e = g.large_cache[best];
-    g.large_cache[best] = g.large_cache[--g.large_cache_count];
-    sub(g_proc->cached_bytes, e.size);
-    for (unsigned i = 0; e.size < need && i < g.large_cache_count;) {
-      if (g.large_cache[i].base != e.base + e.size) {
-        ++i;
-        continue;
-      }
-      e.size += g.large_cache[i].size;
-      sub(g_proc->cached_bytes, g.large_cache[i].size);
-      g.large_cache[i] = g.large_cache[--g.large_cache_count];
-      i = 0;  // the next piece may sit anywhere in the table
-    }
-    if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
+    e = large_cache_remove(static_cast<unsigned>(best));
+    large_cache_absorb(e.base, &e.size, need);
   }
 #if LIVEALLOC_CHECKED
   chunk_mark(e.base, e.size, 0);
 #endif
   return large_fit(e.base, e.size, need, size);
+}
+
+// Grows the live mapping [base, base + *size) to `need` bytes with cached memory: the cached
+// pieces right after it, or else the smallest cached mapping with room for `need` and half as
+// much again as it holds now, into which it is copied (the copy reads and writes resident pages;
+// the old mapping goes to the cache). A buffer that grows step by step (realloc) then writes into
+// pages it touched before instead of faulting in fresh ones at every step; with the room, one
+// copy serves several steps. (Moving the pages with mremap would leave the mapping in two kernel
+// areas that a later mremap cannot grow or move as one.) Returns the mapping's base with *size
+// set, or nullptr when the cache has nothing to offer (*size may then have grown by the pieces
+// taken back).
+inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
+                                      std::size_t need) noexcept {
+  if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
+  const std::size_t live = *size;  // the bytes to copy if it moves
+  large_cache_entry e{nullptr, 0, 0};
+  {
+    lock_guard guard(g.large_lock);
+    large_cache_absorb(base, size, need);
+    if (*size < need) {
+      const std::size_t want = need > *size + *size / 2 ? need : *size + *size / 2;
+      int best = -1;
+      for (unsigned i = 0; i < g.large_cache_count; ++i) {
+        std::size_t s = g.large_cache[i].size;
+        if (s >= want && (best < 0 || s < g.large_cache[best].size)) best = static_cast<int>(i);
+      }
+      if (best < 0) return nullptr;
+      e = large_cache_remove(static_cast<unsigned>(best));
+    }
+  }
+  if (e.base) {
+#if LIVEALLOC_CHECKED
+    chunk_mark(base, *size, 0);
+    chunk_mark(e.base, e.size, 0);
+#endif
+    memcpy(e.base, base, live);
+    large_cache_put(base, *size);
+    base = e.base;
+    *size = e.size;
+  }
+  return large_fit(base, *size, need, size);  // *size >= need: trims, never fails
 }
 
 // Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms, evicting the
@@ -2224,12 +2278,13 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,
-                              std::size_t usable) noexcept {
+                              std::size_t usable, std::size_t requested) noexcept {
   hdr->magic = kMagic;
   hdr->kind = kKindLarge;
   hdr->base = base;
   hdr->map_size = map_size;
   hdr->usable = usable;
+  hdr->requested = requested;
 #if LIVEALLOC_CHECKED
   hdr->live.store(1, std::memory_order_relaxed);
   chunk_mark(base, map_size, 2);
@@ -2295,7 +2350,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
       }
       if (option(opt_hugepages)) os_hugepages(base, map_size);
     }
-    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off);
+    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off, size);
     large_count_alloc(reinterpret_cast<large_header*>(base), size);
     return base + off;
   }
@@ -2310,7 +2365,8 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
   }
   if (fresh) *fresh = true;
   std::uint8_t* user = base + align;
-  large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align);
+  large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align,
+                    size);
   large_count_alloc(reinterpret_cast<large_header*>(user - kLargeHeader), size);
   return user;
 }
@@ -2502,7 +2558,11 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
   std::size_t need = round_up(off + size, kOsPage);
   std::size_t old = hdr->map_size;
   if (need <= old) {
-    if (need >= old / 2) {  // shrinking by less than half: keep it
+    // Until the request falls below half the largest one since the mapping last changed, the
+    // mapping stays whole. The request, not the mapping, is the measure: growth into a cached
+    // mapping (large_cache_grow) leaves resident pages past the request for the next steps.
+    if (size >= hdr->requested / 2) {
+      if (size > hdr->requested) hdr->requested = size;
       large_count_free(hdr);
       large_count_alloc(hdr, size);
       return p;
@@ -2512,25 +2572,41 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
     chunk_mark(base + need, old - need, 0);
     chunk_mark(base, need, 2);
 #endif
-  } else if (mremap(base, old, need, 0) == MAP_FAILED) {
-    void* target = os_map_aligned(need, kSegmentSize);
-    if (!target) return nullptr;
-    void* moved = mremap(base, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-    if (moved == MAP_FAILED) {
-      os_unmap(target, need);
-      return nullptr;
+  } else {
+    std::size_t have = old;
+    std::uint8_t* grown = large_cache_grow(base, &have, need);
+    if (!grown) {
+      hdr->map_size = have;  // with the pieces taken back, if any
+      add(g_proc->large_bytes, have - old);
+      old = have;
+      grown = mremap(base, old, need, 0) != MAP_FAILED ? base : nullptr;
+      have = need;
     }
+    if (!grown) {
+      void* target = os_map_aligned(need, kSegmentSize);
+      if (!target) return nullptr;
+      void* moved = mremap(base, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+      if (moved == MAP_FAILED) {
+        os_unmap(target, need);
+        return nullptr;
+      }
 #if LIVEALLOC_CHECKED
-    chunk_mark(base, old, 0);
+      chunk_mark(base, old, 0);
 #endif
-    base = static_cast<std::uint8_t*>(moved);
-    hdr = reinterpret_cast<large_header*>(base);
-    hdr->base = base;
+      grown = static_cast<std::uint8_t*>(moved);
+    }
+    if (grown != base) {
+      base = grown;
+      hdr = reinterpret_cast<large_header*>(base);
+      hdr->base = base;
+    }
+    need = have;
   }
   add(g_proc->large_bytes, need);
   sub(g_proc->large_bytes, old);
   hdr->map_size = need;
   hdr->usable = need - off;
+  hdr->requested = size;
   large_count_free(hdr);
   large_count_alloc(hdr, size);
 #if LIVEALLOC_CHECKED

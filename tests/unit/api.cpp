@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace la = livealloc;
@@ -337,6 +338,62 @@ TEST_CASE("large mappings are reused from the cache instead of mmap, until they 
   for (void* q : v) la::deallocate(q);
   CHECK(la::get_stats().cached_bytes < (9u << 20));
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+namespace {
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+}  // namespace
+
+TEST_CASE("a large buffer grown by realloc steps reuses cached pages: no new mapping, no faults") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  std::size_t n = 300 << 10;
+  auto* p = static_cast<unsigned char*>(la::allocate(n));  // a fresh mapping
+  fill(p, n, 5);
+  void* old = la::allocate(12 << 20);
+  std::memset(old, 1, 12 << 20);  // resident
+  la::deallocate(old);            // cached, not next to p
+  std::size_t maps = la::get_stats().mmap_calls;
+  long faults = minor_faults();
+  // Steps of an eighth, as CPython's bytearray and many string builders grow; each fills its
+  // new tail. The first step copies p into the cached mapping; the rest grow inside it.
+  while (n < (10u << 20)) {
+    std::size_t next = n + n / 8;
+    p = static_cast<unsigned char*>(la::reallocate(p, next));
+    REQUIRE(p != nullptr);
+    std::memset(p + n, 0xAB, next - n);
+    n = next;
+  }
+  faults = minor_faults() - faults;
+  CHECK(faults < 256);  // growing into fresh pages would fault in about 2500
+  CHECK(la::get_stats().mmap_calls == maps);
+  CHECK(check(p, 300 << 10, 5));
+  bool tail_ok = true;
+  for (std::size_t i = 300 << 10; i < n; ++i) tail_ok &= p[i] == 0xAB;
+  CHECK(tail_ok);
+  la::deallocate(p);
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("large reallocate keeps the mapping until the request falls below half the largest") {
+  la::trim();
+  auto* p = static_cast<unsigned char*>(la::allocate(8 << 20));
+  fill(p, 8 << 20, 3);
+  std::size_t unmaps = la::get_stats().munmap_calls;
+  CHECK(la::reallocate(p, 6 << 20) == p);
+  CHECK(la::reallocate(p, 5 << 20) == p);  // 5/8: still more than half of the largest
+  CHECK(la::get_stats().munmap_calls == unmaps);
+  CHECK(la::usable_size(p) >= (8u << 20) - 4096);
+  CHECK(la::reallocate(p, 3 << 20) == p);  // below half of 8: the tail goes back
+  CHECK(la::get_stats().munmap_calls == unmaps + 1);
+  CHECK(la::usable_size(p) < (4u << 20));
+  CHECK(check(p, 3 << 20, 3));
+  la::deallocate(p);
 }
 
 namespace {
