@@ -6,7 +6,9 @@
                  [--command STR]
     bench.py summarize RESULTS.csv SUMMARY.csv (summary again from raw rows)
     bench.py plotdata SUMMARY.csv OUTDIR      (data files for plot.sh)
-    bench.py table SUMMARY.csv [--metrics a,b] (Markdown table of ratios to glibc)
+    bench.py table SUMMARY.csv [--metrics a,b] [--ranges] (Markdown table of ratios to glibc)
+    bench.py verdict RESULTS.csv              (the issue's targets: geometric means, A/A gap,
+                                               every case against its fastest peer)
     bench.py list                             (workloads and allocators)
 
 Standard library only: it must run on a bare /usr/bin/python3. run.sh is the front door.
@@ -17,10 +19,10 @@ import datetime
 import hashlib
 import os
 import http.client
+import math
 import re
 import select
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -652,11 +654,152 @@ def cmd_table(args):
         if r["better"] == "none" or (wanted and r["metric"] not in wanted):
             continue
         key = (r["workload"], r["case"], r["threads"], r["metric"], r["better"])
-        table.setdefault(key, {})[r["allocator"]] = r.get("paired_to_glibc") or r["ratio_to_glibc"]
+        cell = r.get("paired_to_glibc") or r["ratio_to_glibc"]
+        if args.ranges and cell and r.get("paired_to_glibc_min"):
+            cell = "%.2f (%.2f-%.2f)" % (float(cell), float(r["paired_to_glibc_min"]), float(r["paired_to_glibc_max"]))
+        table.setdefault(key, {})[r["allocator"]] = cell
     print("| workload | case | threads | metric (better) | " + " | ".join(present) + " |")
     print("|---|---|---|---|" + "---:|" * len(present))
     for (w, c, t, m, b), vals in table.items():
         print("| %s | %s | %s | %s (%s) | %s |" % (w, c, t, m, b, " | ".join(vals.get(a, "") or "-" for a in present)))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict: the issue's targets, computed from the raw rows so that every figure is paired (one
+# repetition's runs are back to back) and comes with its spread.
+
+PEERS = ("mimalloc", "jemalloc", "tcmalloc", "glibc")
+NOT_SPEED = {"fragmentation", "true"}  # time there is not what the workload measures
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def advantage(reps, alloc, base, sense):
+    """Per-repetition ratios, oriented so that > 1 means `alloc` is better than `base`."""
+    if alloc not in reps or base not in reps:
+        return []
+    out = []
+    for rep, v in reps[alloc].items():
+        b = reps[base].get(rep)
+        if b and v > 0 and b > 0:
+            out.append(v / b if sense == "higher" else b / v)
+    return sorted(out)
+
+
+def speed_cases(rows):
+    """{(workload, case, threads): (metric, sense, {allocator: {rep: value}})}: throughput where
+    a case has it, else time; and {(workload, case, threads): {allocator: {rep: peak_rss}}}."""
+    reps = {}
+    for r in rows:
+        key = (r["workload"], r["case"], r["threads"])
+        reps.setdefault(key, {}).setdefault(r["metric"], {}).setdefault(r["allocator"], {})[r["rep"]] = float(r["value"])
+    speed, rss = {}, {}
+    for key, metrics in reps.items():
+        if "peak_rss" in metrics:
+            rss[key] = metrics["peak_rss"]
+        if key[0] in NOT_SPEED:
+            continue
+        rate = [m for m in metrics if m.endswith("per_s")]
+        metric = rate[0] if rate else ("time" if "time" in metrics else None)
+        if metric:
+            speed[key] = (metric, better(metric), metrics[metric])
+    return speed, rss
+
+
+RESULT_COLUMNS = ("rep", "allocator", "workload", "case", "threads", "metric", "value")
+
+
+def cmd_verdict(args):
+    try:
+        rows = read_csv(args.results)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        print("verdict: cannot read %s: %s" % (args.results, e), file=sys.stderr)
+        return 1
+    if not rows:
+        print("verdict: no rows in %s" % args.results, file=sys.stderr)
+        return 1
+    missing = [c for c in RESULT_COLUMNS if c not in rows[0]]
+    if missing:
+        print("verdict: %s is not a results.csv of run.sh (no column %s)" % (args.results, ", ".join(missing)),
+              file=sys.stderr)
+        return 1
+    try:
+        for r in rows:
+            r["value"] = float(r["value"])
+    except (TypeError, ValueError):
+        print("verdict: %s: value %r is not a number" % (args.results, r["value"]), file=sys.stderr)
+        return 1
+    with open(args.results) as f:
+        facts = dict(l[2:].rstrip("\n").split(": ", 1) for l in f if l.startswith("# ") and ": " in l)
+    print("# Verdict: livealloc against the peers\n")
+    print("Run of %s, commit %s, %s; `bench.py verdict` over its %d rows.\n"
+          % (facts.get("date", "?"), facts.get("repository", "?"), facts.get("mode", "?"), len(rows)))
+    if "smoke" in facts.get("mode", ""):
+        print("A smoke run: tiny sizes, one repetition; the ratios below say nothing about speed.\n")
+    speed, rss = speed_cases(rows)
+    label = lambda k: "%s %s %st" % k
+    fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
+    print("Speed of livealloc against each peer, paired per repetition, over %d cases" % len(speed))
+    print("(> 1: livealloc faster; median of the per-repetition ratios, then their min-max):\n")
+    peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]
+    print("| case | metric | " + " | ".join(peers) + " | fastest peer |")
+    print("|---|---|" + "---:|" * (len(peers) + 1))
+    geo = {p: [] for p in peers}
+    losses = []
+    for key, (metric, sense, reps) in speed.items():
+        cells, best = [], None
+        for p in peers:
+            v = advantage(reps, "livealloc", p, sense)
+            cells.append(fmt(v))
+            if v:
+                geo[p].append(statistics.median(v))
+                if p != "glibc" and (best is None or statistics.median(v) < best[1]):
+                    best = (p, statistics.median(v), v)
+        print("| %s | %s | %s | %s |" % (label(key), metric, " | ".join(cells), best[0] if best else "-"))
+        if best and best[1] < 1:
+            losses.append((best[1], key, best))
+    print()
+    for p in peers:
+        print("- speed, geometric mean against %s: **%.3fx** over %d cases" % (p, gmean(geo[p]), len(geo[p])))
+    for variant in ("livealloc+profile", "livealloc+memlive"):
+        v = [statistics.median(a) for a in (advantage(r, variant, "livealloc", s) for _, s, r in speed.values()) if a]
+        if v:
+            print("- %s against livealloc: %.3fx the speed over %d cases (geometric mean; 1 = no cost)"
+                  % (variant, gmean(v), len(v)))
+    mem = {}
+    for key, reps in rss.items():
+        for p in peers:
+            v = advantage(reps, p, "livealloc", "higher")  # peer / livealloc: > 1 means we use less
+            if v:
+                mem.setdefault(p, []).append(statistics.median(v))
+    print()
+    for p in peers:
+        if p in mem:
+            print("- peak RSS: %s uses **%.3fx** livealloc's (geometric mean over %d cases)" % (p, gmean(mem[p]), len(mem[p])))
+    print("\nCases where a peer is faster (livealloc / fastest peer, paired, min-max):\n")
+    for _, key, (p, _, v) in sorted(losses):
+        print("- %s: %s %s" % (label(key), p, fmt(v)))
+    if not losses:
+        print("- none")
+    clear = [l for l in losses if l[2][2][-1] < 1]  # slower in every repetition
+    aa = [statistics.median(a) for a in (advantage(r, "livealloc+profile", "livealloc", s) for _, s, r in speed.values()) if a]
+    verdicts = [
+        ("at least as fast as the fastest peer on every workload",
+         not losses, "%d of %d cases slower at the median, %d of them in every repetition"
+         % (len(losses), len(speed), len(clear))),
+        ("faster than mimalloc on the geometric mean", gmean(geo.get("mimalloc", [])) > 1,
+         "%.3fx" % gmean(geo.get("mimalloc", []))),
+        ("peak resident memory no worse than mimalloc's geometric mean", gmean(mem.get("mimalloc", [])) >= 1,
+         "mimalloc uses %.3fx livealloc's" % gmean(mem.get("mimalloc", []))),
+        ("profiling on costs at most 3%", bool(aa) and gmean(aa) >= 0.97,
+         "livealloc+profile runs %.3fx livealloc's speed" % gmean(aa) if aa else "not measured"),
+    ]
+    print("\nTargets of the benchmark issue in this run:\n")
+    for what, met, why in verdicts:
+        print("- %s: **%s** (%s)" % (what, "met" if met else "not met", why))
     return 0
 
 
@@ -687,13 +830,16 @@ def main():
     t = sub.add_parser("table")
     t.add_argument("summary")
     t.add_argument("--metrics", default="", help="comma list, e.g. ops_per_s,peak_rss (default: all)")
+    t.add_argument("--ranges", action="store_true", help="each cell as median (min-max)")
+    v = sub.add_parser("verdict")
+    v.add_argument("results")
     m = sub.add_parser("summarize")
     m.add_argument("results")
     m.add_argument("summary")
     sub.add_parser("list")
     args = p.parse_args()
     commands = {"run": cmd_run, "summarize": cmd_summarize, "plotdata": cmd_plotdata, "table": cmd_table,
-                "list": cmd_list}
+                "verdict": cmd_verdict, "list": cmd_list}
     return commands[args.cmd](args)
 
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Builds the benchmarks and liblivealloc.so, runs every workload under every allocator
-# (interleaved, repeated) and writes results.csv + summary.csv. See benchmarks/README.md.
+# (interleaved, repeated) and writes results.csv, summary.csv and verdict.md (the targets,
+# also printed). See benchmarks/README.md.
 #
 #   benchmarks/run.sh                  full suite, 5 repetitions -> benchmarks/results/
 #   benchmarks/run.sh --smoke          tiny sizes, 1 repetition: does everything complete intact?
@@ -76,6 +77,9 @@ fi
 
 mode=()
 [[ $smoke == 1 ]] && mode=(--smoke)
-exec /usr/bin/python3 "$here/bench.py" run --build-dir "$build_dir" --out "$out" --reps "$reps" \
+/usr/bin/python3 "$here/bench.py" run --build-dir "$build_dir" --out "$out" --reps "$reps" \
   --scale "$scale" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
-  --livealloc-lib "$livealloc_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}"
+  --livealloc-lib "$livealloc_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}" || exit
+# The targets read off this run (in smoke mode only a check that the verdict computes).
+/usr/bin/python3 "$here/bench.py" verdict "$out/results.csv" > "$out/verdict.md" || exit
+cat "$out/verdict.md"

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Checks `bench.py verdict` on synthetic results whose answers are known by construction.
+
+Three repetitions of two speed cases and one memory-only case. livealloc runs case A at twice
+mimalloc's throughput and case B in twice tcmalloc's time, so every ratio below is exact."""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+ROWS = []
+def add(alloc, workload, case, metric, values, unit):
+    for rep, v in enumerate(values, 1):
+        ROWS.append("%d,%s,%s,%s,1,%s,%g,%s" % (rep, alloc, workload, case, metric, v, unit))
+
+# Case A: throughput (higher is better); livealloc 2x mimalloc, equal to tcmalloc.
+for alloc, v in {"glibc": 100, "livealloc": 200, "livealloc+profile": 196, "mimalloc": 100,
+                 "tcmalloc": 200}.items():
+    add(alloc, "fastpath", "size=16", "ops_per_s", [v, v * 1.1, v * 0.9], "pairs/s")
+    add(alloc, "fastpath", "size=16", "time", [1.0 / v] * 3, "s")  # ignored: the case has a rate
+# Case B: time only (lower is better); livealloc takes twice tcmalloc's time, in every repetition.
+for alloc, v in {"glibc": 4, "livealloc": 2, "livealloc+profile": 2, "mimalloc": 2, "tcmalloc": 1}.items():
+    add(alloc, "python", "json", "time", [v, v * 1.2, v * 0.8], "s")
+# Peak RSS in every case, and a memory-only case (fragmentation is not a speed case).
+for workload, case in (("fastpath", "size=16"), ("python", "json"), ("fragmentation", "keep")):
+    for alloc, kib in {"glibc": 100, "livealloc": 100, "livealloc+profile": 100, "mimalloc": 125,
+                       "tcmalloc": 200}.items():
+        add(alloc, workload, case, "peak_rss", [kib] * 3, "KiB")
+add("livealloc", "fragmentation", "keep", "time", [9, 9, 9], "s")  # not a speed case either
+
+EXPECT = [
+    "over 2 cases",                                   # A and B, not fragmentation
+    "geometric mean against mimalloc: **1.414x**",    # sqrt(2 * 1)
+    "geometric mean against tcmalloc: **0.707x**",    # sqrt(1 * 0.5)
+    "geometric mean against glibc: **2.000x**",       # sqrt(2 * 2)
+    "livealloc+profile against livealloc: 0.990x",    # sqrt(0.98 * 1)
+    "peak RSS: mimalloc uses **1.250x**",             # over 3 cases
+    "peak RSS: tcmalloc uses **2.000x**",
+    "- python json 1t: tcmalloc 0.500 (0.50-0.50)",   # the one loss, in every repetition
+    "fastest peer on every workload: **not met** (1 of 2 cases slower at the median, 1 of them",
+    "faster than mimalloc on the geometric mean: **met** (1.414x)",
+    "no worse than mimalloc's geometric mean: **met**",
+    "profiling on costs at most 3%: **met**",
+]
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "results.csv")
+        with open(path, "w") as f:
+            f.write("# date: test\n# repository: synthetic\n# mode: full, repetitions 3, scale 1\n")
+            f.write("rep,allocator,workload,case,threads,metric,value,unit\n" + "\n".join(ROWS) + "\n")
+        out = subprocess.run([sys.executable, os.path.join(HERE, "bench.py"), "verdict", path],
+                             capture_output=True, text=True)
+        # Bad inputs: each fails with a one-line message naming the problem, never a traceback.
+        bad_inputs = {"empty.csv": ("rep,allocator,workload,case,threads,metric,value,unit\n", "no rows"),
+                      "other.csv": ("a,b\n1,2\n", "not a results.csv"),
+                      "nan.csv": ("rep,allocator,workload,case,threads,metric,value,unit\n"
+                                  "1,glibc,w,c,1,time,fast,s\n", "is not a number"),
+                      "missing.csv": (None, "cannot read")}
+        bad = {}
+        for name, (text, _) in bad_inputs.items():
+            if text is not None:
+                open(os.path.join(tmp, name), "w").write(text)
+            bad[name] = subprocess.run([sys.executable, os.path.join(HERE, "bench.py"), "verdict",
+                                        os.path.join(tmp, name)], capture_output=True, text=True)
+    failures = [e for e in EXPECT if e not in out.stdout]
+    if out.returncode != 0:
+        failures.append("exit code %d: %s" % (out.returncode, out.stderr))
+    if "mimalloc 0." in out.stdout.split("Cases where")[1]:
+        failures.append("case A counted as a loss to mimalloc")
+    for name, (_, message) in bad_inputs.items():
+        r = bad[name]
+        if r.returncode == 0 or message not in r.stderr or "Traceback" in r.stderr:
+            failures.append("%s must fail with %r, got %d %r" % (name, message, r.returncode, r.stderr))
+    for f in failures:
+        print("FAIL:", f)
+    if failures:
+        print(out.stdout)
+        return 1
+    print("verdict: %d checks passed" % (len(EXPECT) + 1 + len(bad_inputs)))
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
