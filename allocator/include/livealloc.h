@@ -2208,10 +2208,13 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
 // much again as it holds now, into which it is copied (the copy reads and writes resident pages;
 // the old mapping goes to the cache). A buffer that grows step by step (realloc) then writes into
 // pages it touched before instead of faulting in fresh ones at every step; with the room, one
-// copy serves several steps. (Moving the pages with mremap would leave the mapping in two kernel
-// areas that a later mremap cannot grow or move as one.) Returns the mapping's base with *size
-// set, or nullptr when the cache has nothing to offer (*size may then have grown by the pieces
-// taken back).
+// copy serves several steps. Failing that, the largest cached mapping that is larger than the
+// live one, grown to `need` first: the buffer faults in fewer fresh pages, and the cache gives
+// up more resident memory than it takes back, where growing the live mapping in place would
+// leave the cache untouched and the process larger by the whole step. (Moving the pages with
+// mremap would leave the mapping in two kernel areas that a later mremap cannot grow or move as
+// one.) Returns the mapping's base with *size set, or nullptr when the cache has nothing to
+// offer (*size may then have grown by the pieces taken back).
 inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
                                       std::size_t need) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
@@ -2222,19 +2225,28 @@ inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
     large_cache_absorb(base, size, need);
     if (*size < need) {
       const std::size_t want = need > *size + *size / 2 ? need : *size + *size / 2;
-      int best = -1;
+      int best = -1, largest = -1;
       for (unsigned i = 0; i < g.large_cache_count; ++i) {
         std::size_t s = g.large_cache[i].size;
         if (s >= want && (best < 0 || s < g.large_cache[best].size)) best = static_cast<int>(i);
+        if (s > *size && (largest < 0 || s > g.large_cache[largest].size)) largest = static_cast<int>(i);
       }
+      if (best < 0) best = largest;
       if (best < 0) return nullptr;
       e = large_cache_remove(static_cast<unsigned>(best));
     }
   }
   if (e.base) {
 #if LIVEALLOC_CHECKED
-    chunk_mark(base, *size, 0);
     chunk_mark(e.base, e.size, 0);
+#endif
+    if (e.size < need) {  // grown before the copy: if that fails, the live mapping is untouched
+      std::size_t grown = 0;
+      if (!(e.base = large_fit(e.base, e.size, need, &grown))) return nullptr;  // (e unmapped)
+      e.size = grown;
+    }
+#if LIVEALLOC_CHECKED
+    chunk_mark(base, *size, 0);
 #endif
     memcpy(e.base, base, live);
     large_cache_put(base, *size);

@@ -380,6 +380,32 @@ TEST_CASE("a large buffer grown by realloc steps reuses cached pages: no new map
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
+TEST_CASE("a large buffer that outgrows every cached mapping moves into the largest, not past it") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  auto* p = static_cast<unsigned char*>(la::allocate(1 << 20));
+  fill(p, 1 << 20, 7);
+  void* cached = la::allocate(3 << 20);
+  std::memset(cached, 1, 3 << 20);  // resident
+  la::deallocate(cached);           // cached: larger than p, too small for the step below
+  const std::size_t before = la::get_stats().cached_bytes;
+  REQUIRE(before >= (3u << 20));
+  // Growing p in place would leave the 3 MiB in the cache and fault in 5 fresh MiB; moving into
+  // the cached mapping reuses its 3 MiB and caches p's 1 MiB instead.
+  p = static_cast<unsigned char*>(la::reallocate(p, 6 << 20));
+  REQUIRE(p != nullptr);
+  const std::size_t after = la::get_stats().cached_bytes;
+  CHECK(after < before);
+  CHECK(before - after >= (2u << 20) - 8192);
+  CHECK(check(p, 1 << 20, 7));
+  std::memset(p + (1 << 20), 0xCD, 5 << 20);  // the grown part is writable
+  CHECK(la::usable_size(p) >= (6u << 20));
+  la::deallocate(p);
+  la::trim();
+  CHECK(la::get_stats().cached_bytes < before);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
 TEST_CASE("large reallocate keeps the mapping until the request falls below half the largest") {
   la::trim();
   auto* p = static_cast<unsigned char*>(la::allocate(8 << 20));

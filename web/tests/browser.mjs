@@ -259,6 +259,8 @@ try {
   // Pause and resume from the keyboard; the interval select reconnects the stream.
   await page.locator("body").press("p");
   await page.waitForFunction(() => document.body.dataset.mode === "paused", null, { timeout: 5000 }).catch(() => {});
+  // A frame requested before the key press still draws what arrived before it: let it run.
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   const pausedAt = await points();
   await page.waitForTimeout(400);
   const pausedPoints = await points();
