@@ -37,6 +37,10 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 ALLOCATORS = [
     {"name": "glibc", "lib": None, "env": {}},
     {"name": "livealloc", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "0"}},
+    # Before/after: another build of livealloc (--baseline-lib), run like `livealloc` and
+    # interleaved with it; `bench.py verdict` gives the ratio of the two per case. Only with
+    # --baseline-lib.
+    {"name": "livealloc@baseline", "lib": None, "env": {"LIVEALLOC_PROFILE": "0"}, "baseline": True},
     # The cost of observing: the same library with profiling on (the counters published in
     # shared memory); the ratio livealloc+profile / livealloc in summary.csv is its price.
     {"name": "livealloc+profile", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"}},
@@ -182,11 +186,11 @@ def header_lines(args, allocators, notes):
                              "; ".join(case_label(c) for c in CASES if observed(c, args)) or "none"))
     # No commit may describe the library under test (work in progress): identify it by content.
     for a in allocators:
-        if a["name"] == "livealloc":
+        if a["name"] in ("livealloc", "livealloc@baseline"):
             with open(a["path"], "rb") as f:
                 digest = hashlib.sha256(f.read()).hexdigest()[:16]
             built = datetime.datetime.fromtimestamp(os.path.getmtime(a["path"])).astimezone()
-            lines.append("livealloc library: sha256 %s, built %s" % (digest, built.isoformat(timespec="seconds")))
+            lines.append("%s library: sha256 %s, built %s" % (a["name"], digest, built.isoformat(timespec="seconds")))
     tuning = sorted("%s=%s" % kv for kv in os.environ.items() if kv[0].startswith(TUNING_PREFIXES))
     if tuning:
         lines.append("allocator environment (all columns): " + " ".join(tuning))
@@ -438,16 +442,25 @@ def result_row(workload, case, threads, metric, value, unit):
 # The suite.
 
 def pick_allocators(args, build_dir, notes):
-    wanted = args.allocators.split(",") if args.allocators else [a["name"] for a in ALLOCATORS]
+    wanted = args.allocators.split(",") if args.allocators else [
+        a["name"] for a in ALLOCATORS if not a.get("baseline") or args.baseline_lib]
     unknown = set(wanted) - {a["name"] for a in ALLOCATORS}
     if unknown:
         sys.exit("unknown allocator(s): %s" % ", ".join(sorted(unknown)))
+    if "livealloc@baseline" in wanted and not args.baseline_lib:
+        sys.exit("livealloc@baseline needs --baseline-lib PATH (another build's liblivealloc.so)")
+    if args.baseline_lib and "livealloc@baseline" not in wanted:
+        wanted.append("livealloc@baseline")
     chosen, missing_required = [], False
     for a in ALLOCATORS:
         if a["name"] not in wanted:
             continue
         lib = args.livealloc_lib if args.livealloc_lib and a["name"].startswith("livealloc") else a["lib"]
+        if a.get("baseline"):
+            lib = args.baseline_lib
         path = os.path.abspath(lib.format(build=build_dir)) if lib else None
+        if path and not os.path.exists(path) and a.get("baseline"):
+            sys.exit("--baseline-lib: %s not found" % path)
         if path and not os.path.exists(path):
             notes.append("%s skipped: %s not found" % (a["name"], path))
             missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
@@ -779,6 +792,20 @@ def cmd_verdict(args):
     for p in peers:
         if p in mem:
             print("- peak RSS: %s uses **%.3fx** livealloc's (geometric mean over %d cases)" % (p, gmean(mem[p]), len(mem[p])))
+    if any("livealloc@baseline" in reps for _, _, reps in speed.values()):
+        print("\nBefore/after: livealloc against livealloc@baseline (> 1: this build faster; paired, min-max):\n")
+        ratios = []
+        for key, (metric, sense, reps) in speed.items():
+            v = advantage(reps, "livealloc", "livealloc@baseline", sense)
+            if v:
+                ratios.append(statistics.median(v))
+                print("- %s: %s" % (label(key), fmt(v)))
+        mem_b = [statistics.median(v) for v in (advantage(r, "livealloc@baseline", "livealloc", "higher")
+                                                 for r in rss.values()) if v]
+        print("\n- speed, geometric mean: **%.3fx** the baseline's over %d cases" % (gmean(ratios), len(ratios)))
+        if mem_b:
+            print("- peak RSS: the baseline uses **%.3fx** this build's (geometric mean over %d cases)"
+                  % (gmean(mem_b), len(mem_b)))
     print("\nCases where a peer is faster (livealloc / fastest peer, paired, min-max):\n")
     for _, key, (p, _, v) in sorted(losses):
         print("- %s: %s %s" % (label(key), p, fmt(v)))
@@ -823,6 +850,7 @@ def main():
     r.add_argument("--workloads", default="")
     r.add_argument("--require-livealloc", action="store_true")
     r.add_argument("--livealloc-lib", default="", help="another liblivealloc.so (default: the build's)")
+    r.add_argument("--baseline-lib", default="", help="a second liblivealloc.so to compare with (column livealloc@baseline)")
     r.add_argument("--command", default=" ".join(sys.argv))
     d = sub.add_parser("plotdata")
     d.add_argument("summary")

@@ -18,6 +18,8 @@
 #                        <build-dir>/benchmarks/smoke-results for --smoke)
 #   --require-livealloc  fail when liblivealloc.so is missing instead of skipping it
 #   --livealloc-lib PATH use this liblivealloc.so instead of <build-dir>/allocator/liblivealloc.so
+#   --baseline-lib PATH  also run this liblivealloc.so (another build) as the column
+#                        livealloc@baseline, interleaved: the before/after ratio of a change
 # Exit status: 0 when every run completed and validated its data, 1 otherwise.
 set -euo pipefail
 
@@ -25,7 +27,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 command_line="benchmarks/run.sh${*:+ $*}"
 
-smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" livealloc_lib=""
+smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" livealloc_lib="" baseline_lib=""
 build_dir="$repo/build"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift ;;
     --require-livealloc) require="--require-livealloc" ;;
     --livealloc-lib) livealloc_lib="$(realpath "$2")"; shift ;;
+    --baseline-lib) baseline_lib="$(realpath "$2")"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -79,7 +82,7 @@ mode=()
 [[ $smoke == 1 ]] && mode=(--smoke)
 /usr/bin/python3 "$here/bench.py" run --build-dir "$build_dir" --out "$out" --reps "$reps" \
   --scale "$scale" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
-  --livealloc-lib "$livealloc_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}" || exit
+  --livealloc-lib "$livealloc_lib" --baseline-lib "$baseline_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}" || exit
 # The issue's targets read off this run (in smoke mode only a check that the verdict computes).
 /usr/bin/python3 "$here/bench.py" verdict "$out/results.csv" > "$out/verdict.md" || exit
 cat "$out/verdict.md"

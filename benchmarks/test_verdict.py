@@ -17,16 +17,17 @@ def add(alloc, workload, case, metric, values, unit):
 
 # Case A: throughput (higher is better); livealloc 2x mimalloc, equal to tcmalloc.
 for alloc, v in {"glibc": 100, "livealloc": 200, "livealloc+profile": 196, "mimalloc": 100,
-                 "tcmalloc": 200}.items():
+                 "tcmalloc": 200, "livealloc@baseline": 100}.items():
     add(alloc, "fastpath", "size=16", "ops_per_s", [v, v * 1.1, v * 0.9], "pairs/s")
     add(alloc, "fastpath", "size=16", "time", [1.0 / v] * 3, "s")  # ignored: the case has a rate
 # Case B: time only (lower is better); livealloc takes twice tcmalloc's time, in every repetition.
-for alloc, v in {"glibc": 4, "livealloc": 2, "livealloc+profile": 2, "mimalloc": 2, "tcmalloc": 1}.items():
+for alloc, v in {"glibc": 4, "livealloc": 2, "livealloc+profile": 2, "mimalloc": 2, "tcmalloc": 1,
+                 "livealloc@baseline": 2}.items():
     add(alloc, "python", "json", "time", [v, v * 1.2, v * 0.8], "s")
 # Peak RSS in every case, and a memory-only case (fragmentation is not a speed case).
 for workload, case in (("fastpath", "size=16"), ("python", "json"), ("fragmentation", "keep")):
     for alloc, kib in {"glibc": 100, "livealloc": 100, "livealloc+profile": 100, "mimalloc": 125,
-                       "tcmalloc": 200}.items():
+                       "tcmalloc": 200, "livealloc@baseline": 110}.items():
         add(alloc, workload, case, "peak_rss", [kib] * 3, "KiB")
 add("livealloc", "fragmentation", "keep", "time", [9, 9, 9], "s")  # not a speed case either
 
@@ -43,6 +44,10 @@ EXPECT = [
     "faster than mimalloc on the geometric mean: **met** (1.414x)",
     "no worse than mimalloc's geometric mean: **met**",
     "profiling on costs at most 3%: **met**",
+    # Before/after against another build (run.sh --baseline-lib): 2x on A, level on B.
+    "- fastpath size=16 1t: 2.000 (2.00-2.00)",
+    "speed, geometric mean: **1.414x** the baseline's over 2 cases",
+    "peak RSS: the baseline uses **1.100x** this build's",
 ]
 
 def main():
@@ -70,6 +75,8 @@ def main():
         failures.append("exit code %d: %s" % (out.returncode, out.stderr))
     if "mimalloc 0." in out.stdout.split("Cases where")[1]:
         failures.append("case A counted as a loss to mimalloc")
+    if "livealloc@baseline" in out.stdout.split("| case |")[1].split("\n")[0]:
+        failures.append("the baseline build is listed as a peer")
     for name, (_, message) in bad_inputs.items():
         r = bad[name]
         if r.returncode == 0 or message not in r.stderr or "Traceback" in r.stderr:
