@@ -455,13 +455,16 @@ def pick_allocators(args, build_dir, notes):
     for a in ALLOCATORS:
         if a["name"] not in wanted:
             continue
-        lib = args.livealloc_lib if args.livealloc_lib and a["name"].startswith("livealloc") else a["lib"]
         if a.get("baseline"):
             lib = args.baseline_lib
+        elif args.livealloc_lib and a["name"].startswith("livealloc"):
+            lib = args.livealloc_lib
+        else:
+            lib = a["lib"]
         path = os.path.abspath(lib.format(build=build_dir)) if lib else None
-        if path and not os.path.exists(path) and a.get("baseline"):
-            sys.exit("--baseline-lib: %s not found" % path)
         if path and not os.path.exists(path):
+            if a.get("baseline"):
+                sys.exit("--baseline-lib: %s not found" % path)
             notes.append("%s skipped: %s not found" % (a["name"], path))
             missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
             continue
@@ -702,17 +705,17 @@ def advantage(reps, alloc, base, sense):
     return sorted(out)
 
 
-def speed_cases(rows):
-    """{(workload, case, threads): (metric, sense, {allocator: {rep: value}})}: throughput where
-    a case has it, else time; and {(workload, case, threads): {allocator: {rep: peak_rss}}}."""
+def verdict_cases(rows):
+    """Two dicts keyed by (workload, case, threads), values (metric, sense, {allocator: {rep:
+    value}}): the speed cases (throughput where a case has it, else time) and peak RSS."""
     reps = {}
     for r in rows:
         key = (r["workload"], r["case"], r["threads"])
-        reps.setdefault(key, {}).setdefault(r["metric"], {}).setdefault(r["allocator"], {})[r["rep"]] = float(r["value"])
+        reps.setdefault(key, {}).setdefault(r["metric"], {}).setdefault(r["allocator"], {})[r["rep"]] = r["value"]
     speed, rss = {}, {}
     for key, metrics in reps.items():
         if "peak_rss" in metrics:
-            rss[key] = metrics["peak_rss"]
+            rss[key] = ("peak_rss", "lower", metrics["peak_rss"])
         if key[0] in NOT_SPEED:
             continue
         rate = [m for m in metrics if m.endswith("per_s")]
@@ -722,12 +725,29 @@ def speed_cases(rows):
     return speed, rss
 
 
+def by_case(cases, alloc, base):
+    """{case: sorted per-repetition ratios of alloc against base (> 1: alloc better)}, for the
+    cases both ran."""
+    out = {}
+    for key, (_, sense, reps) in cases.items():
+        v = advantage(reps, alloc, base, sense)
+        if v:
+            out[key] = v
+    return out
+
+
+def gmean_of_medians(ratios):
+    return gmean([statistics.median(v) for v in ratios.values()])
+
+
 RESULT_COLUMNS = ("rep", "allocator", "workload", "case", "threads", "metric", "value")
 
 
 def cmd_verdict(args):
     try:
-        rows = read_csv(args.results)
+        with open(args.results) as f:
+            lines = f.read().splitlines()
+        rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         print("verdict: cannot read %s: %s" % (args.results, e), file=sys.stderr)
         return 1
@@ -745,84 +765,72 @@ def cmd_verdict(args):
     except (TypeError, ValueError):
         print("verdict: %s: value %r is not a number" % (args.results, r["value"]), file=sys.stderr)
         return 1
-    with open(args.results) as f:
-        facts = dict(l[2:].rstrip("\n").split(": ", 1) for l in f if l.startswith("# ") and ": " in l)
+    facts = dict(l[2:].split(": ", 1) for l in lines if l.startswith("# ") and ": " in l)
     print("# Verdict: livealloc against the peers\n")
     print("Run of %s, commit %s, %s; `bench.py verdict` over its %d rows.\n"
           % (facts.get("date", "?"), facts.get("repository", "?"), facts.get("mode", "?"), len(rows)))
     if "smoke" in facts.get("mode", ""):
         print("A smoke run: tiny sizes, one repetition; the ratios below say nothing about speed.\n")
-    speed, rss = speed_cases(rows)
+    speed, rss = verdict_cases(rows)
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
+    peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]
+    against = {p: by_case(speed, "livealloc", p) for p in peers}
     print("Speed of livealloc against each peer, paired per repetition, over %d cases" % len(speed))
     print("(> 1: livealloc faster; median of the per-repetition ratios, then their min-max):\n")
-    peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]
     print("| case | metric | " + " | ".join(peers) + " | fastest peer |")
     print("|---|---|" + "---:|" * (len(peers) + 1))
-    geo = {p: [] for p in peers}
-    losses = []
-    for key, (metric, sense, reps) in speed.items():
-        cells, best = [], None
-        for p in peers:
-            v = advantage(reps, "livealloc", p, sense)
-            cells.append(fmt(v))
-            if v:
-                geo[p].append(statistics.median(v))
-                if p != "glibc" and (best is None or statistics.median(v) < best[1]):
-                    best = (p, statistics.median(v), v)
-        print("| %s | %s | %s | %s |" % (label(key), metric, " | ".join(cells), best[0] if best else "-"))
-        if best and best[1] < 1:
-            losses.append((best[1], key, best))
+    losses = []  # (livealloc / fastest peer, case, peer, ratios)
+    for key, (metric, _, _) in speed.items():
+        seen = [(statistics.median(against[p][key]), p) for p in peers if p != "glibc" and key in against[p]]
+        best = min(seen, key=lambda t: t[0]) if seen else None  # ties: the first in PEERS
+        print("| %s | %s | %s | %s |" % (label(key), metric, " | ".join(fmt(against[p].get(key)) for p in peers),
+                                         best[1] if best else "-"))
+        if best and best[0] < 1:
+            losses.append((best[0], key, best[1], against[best[1]][key]))
     print()
     for p in peers:
-        print("- speed, geometric mean against %s: **%.3fx** over %d cases" % (p, gmean(geo[p]), len(geo[p])))
-    for variant in ("livealloc+profile", "livealloc+memlive"):
-        v = [statistics.median(a) for a in (advantage(r, variant, "livealloc", s) for _, s, r in speed.values()) if a]
-        if v:
+        print("- speed, geometric mean against %s: **%.3fx** over %d cases"
+              % (p, gmean_of_medians(against[p]), len(against[p])))
+    cost = {v: by_case(speed, v, "livealloc") for v in ("livealloc+profile", "livealloc+memlive")}
+    for variant, ratios in cost.items():
+        if ratios:
             print("- %s against livealloc: %.3fx the speed over %d cases (geometric mean; 1 = no cost)"
-                  % (variant, gmean(v), len(v)))
-    mem = {}
-    for key, reps in rss.items():
-        for p in peers:
-            v = advantage(reps, p, "livealloc", "higher")  # peer / livealloc: > 1 means we use less
-            if v:
-                mem.setdefault(p, []).append(statistics.median(v))
+                  % (variant, gmean_of_medians(ratios), len(ratios)))
+    mem = {p: by_case(rss, "livealloc", p) for p in peers}  # > 1: the peer uses more than we do
     print()
     for p in peers:
-        if p in mem:
-            print("- peak RSS: %s uses **%.3fx** livealloc's (geometric mean over %d cases)" % (p, gmean(mem[p]), len(mem[p])))
-    if any("livealloc@baseline" in reps for _, _, reps in speed.values()):
+        if mem[p]:
+            print("- peak RSS: %s uses **%.3fx** livealloc's (geometric mean over %d cases)"
+                  % (p, gmean_of_medians(mem[p]), len(mem[p])))
+    before = by_case(speed, "livealloc", "livealloc@baseline")
+    if before:
         print("\nBefore/after: livealloc against livealloc@baseline (> 1: this build faster; paired, min-max):\n")
-        ratios = []
-        for key, (metric, sense, reps) in speed.items():
-            v = advantage(reps, "livealloc", "livealloc@baseline", sense)
-            if v:
-                ratios.append(statistics.median(v))
-                print("- %s: %s" % (label(key), fmt(v)))
-        mem_b = [statistics.median(v) for v in (advantage(r, "livealloc@baseline", "livealloc", "higher")
-                                                 for r in rss.values()) if v]
-        print("\n- speed, geometric mean: **%.3fx** the baseline's over %d cases" % (gmean(ratios), len(ratios)))
+        for key, v in before.items():
+            print("- %s: %s" % (label(key), fmt(v)))
+        print("\n- speed, geometric mean: **%.3fx** the baseline's over %d cases" % (gmean_of_medians(before), len(before)))
+        mem_b = by_case(rss, "livealloc", "livealloc@baseline")
         if mem_b:
             print("- peak RSS: the baseline uses **%.3fx** this build's (geometric mean over %d cases)"
-                  % (gmean(mem_b), len(mem_b)))
+                  % (gmean_of_medians(mem_b), len(mem_b)))
     print("\nCases where a peer is faster (livealloc / fastest peer, paired, min-max):\n")
-    for _, key, (p, _, v) in sorted(losses):
+    for _, key, p, v in sorted(losses):
         print("- %s: %s %s" % (label(key), p, fmt(v)))
     if not losses:
         print("- none")
-    clear = [l for l in losses if l[2][2][-1] < 1]  # slower in every repetition
-    aa = [statistics.median(a) for a in (advantage(r, "livealloc+profile", "livealloc", s) for _, s, r in speed.values()) if a]
+    clear = [l for l in losses if l[3][-1] < 1]  # slower in every repetition
+    mimalloc_speed = gmean_of_medians(against.get("mimalloc", {}))
+    mimalloc_mem = gmean_of_medians(mem.get("mimalloc", {}))
+    profile = cost["livealloc+profile"]
     verdicts = [
         ("at least as fast as the fastest peer on every workload",
          not losses, "%d of %d cases slower at the median, %d of them in every repetition"
          % (len(losses), len(speed), len(clear))),
-        ("faster than mimalloc on the geometric mean", gmean(geo.get("mimalloc", [])) > 1,
-         "%.3fx" % gmean(geo.get("mimalloc", []))),
-        ("peak resident memory no worse than mimalloc's geometric mean", gmean(mem.get("mimalloc", [])) >= 1,
-         "mimalloc uses %.3fx livealloc's" % gmean(mem.get("mimalloc", []))),
-        ("profiling on costs at most 3%", bool(aa) and gmean(aa) >= 0.97,
-         "livealloc+profile runs %.3fx livealloc's speed" % gmean(aa) if aa else "not measured"),
+        ("faster than mimalloc on the geometric mean", mimalloc_speed > 1, "%.3fx" % mimalloc_speed),
+        ("peak resident memory no worse than mimalloc's geometric mean", mimalloc_mem >= 1,
+         "mimalloc uses %.3fx livealloc's" % mimalloc_mem),
+        ("profiling on costs at most 3%", bool(profile) and gmean_of_medians(profile) >= 0.97,
+         "livealloc+profile runs %.3fx livealloc's speed" % gmean_of_medians(profile) if profile else "not measured"),
     ]
     print("\nTargets of the benchmark issue in this run:\n")
     for what, met, why in verdicts:
