@@ -9,6 +9,8 @@
     bench.py table SUMMARY.csv [--metrics a,b] [--ranges] (Markdown table of ratios to glibc)
     bench.py verdict RESULTS.csv              (the issue's targets: geometric means, A/A gap,
                                                every case against its fastest peer)
+    bench.py profile --build-dir DIR CASE [--allocators a,b] [--reps N] [--cpus LIST] [--smoke]
+                                              (CPU time per operation by function, perf sampling)
     bench.py list                             (workloads and allocators)
 
 Standard library only: it must run on a bare /usr/bin/python3. run.sh is the front door.
@@ -22,10 +24,12 @@ import http.client
 import math
 import re
 import select
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -855,6 +859,165 @@ def cmd_verdict(args):
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# Where the time goes: CPU time per operation, split into the allocator's own code, the
+# workload's code, libc and the kernel, from perf's cpu-clock sampling (a software clock, so it
+# works on virtual machines without hardware counters). A ratio from `run` says that livealloc
+# is slower on a case; this says whether the time is spent in our code or in the workload's
+# accesses to the blocks we handed out (a cache footprint, not an instruction count).
+
+def perf_usable():
+    """None if `perf record -e cpu-clock` works here, else why not."""
+    if not shutil.which("perf"):
+        return "perf is not installed (Debian package linux-perf)"
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", os.path.join(tmp, "p"), "--", "/bin/true"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return "perf record fails here: %s" % (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+    return None
+
+
+# glibc's allocator lives in libc beside memset and the rest: these of its functions are malloc's.
+GLIBC_MALLOC_RE = re.compile(r"malloc|free|alloc|_int_|tcache|unlink_chunk|arena|consolidate|systrim|"
+                             r"heap_trim|munmap_chunk|mremap_chunk|alloc_perturb")
+
+
+def part_of(dso, sym, alloc):
+    """Which part of the process a sampled function is."""
+    if alloc["path"] is None:
+        if dso.startswith("libc.so") and GLIBC_MALLOC_RE.search(sym):
+            return "allocator"
+    elif dso in (os.path.basename(alloc["path"]), os.path.basename(os.path.realpath(alloc["path"]))):
+        return "allocator"
+    if dso.startswith("bench_"):
+        return "workload"
+    if dso.startswith("libc.so") or dso.startswith("libstdc++") or dso.startswith("libm.so"):
+        return "libc"
+    if dso.startswith("[kernel") or dso == "[vdso]":
+        return "kernel"
+    return "other"
+
+
+def profile_once(case, alloc, args, build_dir, tmp):
+    """{part: samples}, {(part, symbol): samples}, operations, unit; or raises RuntimeError."""
+    data = os.path.join(tmp, "perf.data")
+    exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
+    argv = [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
+    if args.cpus:
+        argv = ["taskset", "-c", args.cpus] + argv
+    env = ["env"] + ["%s=%s" % kv for kv in sorted(alloc["env"].items())]
+    if alloc["path"]:
+        env.append("LD_PRELOAD=" + alloc["path"])
+    cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(args.freq), "-o", data, "--"] + env + argv
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), r.returncode, " | ".join(r.stderr.strip().splitlines()[-3:])))
+    status = check_preload(r.stdout, alloc)
+    if status:
+        raise RuntimeError(status)
+    rows = parse_results(r.stdout)
+    rate = next((x for x in rows if x["metric"].endswith("per_s")), None)
+    took = next((x for x in rows if x["metric"] == "time"), None)
+    if not rate or not took:
+        raise RuntimeError("%s reported no rate and time" % case_label(case))
+    ops = float(rate["value"]) * float(took["value"])
+    unit = rate["unit"].split("/")[0]
+    unit = unit[:-1] if unit.endswith("s") else unit  # blocks/s: ns per block
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "-q", "--sort", "dso,sym",
+                          "-F", "sample,dso,sym"], capture_output=True, text=True, timeout=300)
+    if rep.returncode != 0:
+        raise RuntimeError("perf report failed: %s" % rep.stderr.strip())
+    parts, symbols = {}, {}
+    for line in rep.stdout.splitlines():
+        m = re.match(r"^\s*(\d+)\s+(\S+)\s+\[[.k]\]\s+(.*?)\s*$", line)
+        if not m:
+            continue
+        n, dso, sym = int(m.group(1)), m.group(2), m.group(3)
+        part = part_of(dso, sym, alloc)
+        parts[part] = parts.get(part, 0) + n
+        symbols[(part, sym)] = symbols.get((part, sym), 0) + n
+    if not parts:
+        raise RuntimeError("perf recorded no samples")
+    return parts, symbols, ops, unit
+
+
+PARTS = ("allocator", "workload", "libc", "kernel", "other")
+
+
+def cmd_profile(args):
+    build_dir = os.path.abspath(args.build_dir)
+    labels = {case_label(c): c for c in CASES}
+    case = labels.get(args.case)
+    if case is None:
+        print("profile: no case %r; `bench.py list` shows them" % args.case, file=sys.stderr)
+        return 2
+    if case["kind"] != "bench":
+        print("profile: %r runs another program (bench_spawn); profile a benchmark binary" % args.case,
+              file=sys.stderr)
+        return 2
+    if args.reps < 1 or args.freq < 1 or args.freq > 100000:
+        print("profile: --reps must be at least 1 and --freq within 1..100000", file=sys.stderr)
+        return 2
+    exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
+    if not os.access(exe, os.X_OK):
+        print("profile: no %s (build the target livealloc_benchmarks, or give --build-dir)" % exe,
+              file=sys.stderr)
+        return 2
+    why = perf_usable()
+    if why:
+        print("profile: %s" % why, file=sys.stderr)
+        return 3
+    notes = []
+    args.require_livealloc = False
+    allocators, _ = pick_allocators(args, build_dir, notes)
+    for n in notes:
+        print("note: " + n, file=sys.stderr)
+    if not allocators:
+        print("profile: no allocator to run", file=sys.stderr)
+        return 2
+    # {alloc: [per repetition ({part: ns}, {(part, sym): ns})]}
+    runs = {a["name"]: [] for a in allocators}
+    unit = "op"
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(1, args.reps + 1):
+            for a in allocators:  # interleaved, as in `run`
+                print("[rep %d/%d] %-20s %s" % (rep, args.reps, a["name"], args.case), file=sys.stderr)
+                try:
+                    parts, symbols, ops, unit = profile_once(case, a, args, build_dir, tmp)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    print("profile: %s: %s" % (a["name"], e), file=sys.stderr)
+                    return 1
+                ns = 1e9 / args.freq / ops  # one sample is 1/freq CPU seconds
+                runs[a["name"]].append(({p: n * ns for p, n in parts.items()},
+                                        {k: n * ns for k, n in symbols.items()}))
+    names = list(runs)
+    med = lambda xs: statistics.median(xs) if xs else 0.0
+    part_ns = {a: {p: med([r[0].get(p, 0.0) for r in runs[a]]) for p in PARTS} for a in names}
+    print("# %s: CPU ns per %s, by part of the process\n" % (args.case, unit))
+    print("perf cpu-clock sampling at %d Hz, %d repetition(s) (median)%s; the whole process, so "
+          "start-up and the final checks count too.\n" % (args.freq, args.reps,
+                                                          ", pinned to CPUs " + args.cpus if args.cpus else ""))
+    print("| part | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for p in PARTS:
+        if any(part_ns[a][p] >= 0.05 for a in names):
+            print("| %s | %s |" % (p, " | ".join("%.1f" % part_ns[a][p] for a in names)))
+    print("| **total** | %s |" % " | ".join("**%.1f**" % sum(part_ns[a].values()) for a in names))
+    for a in names:
+        sym_ns = {}
+        for _, symbols in runs[a]:
+            for k in symbols:
+                sym_ns.setdefault(k, [])
+        for k in sym_ns:
+            sym_ns[k] = med([r[1].get(k, 0.0) for r in runs[a]])
+        top = sorted(sym_ns.items(), key=lambda kv: -kv[1])[:args.top]
+        print("\n%s, the %d costliest functions (ns per %s):\n" % (a, len(top), unit))
+        for (p, sym), v in top:
+            print("- %.2f  %s (%s)" % (v, sym, p))
+    return 0
+
+
 def cmd_list(_args):
     for c in CASES:
         print(case_label(c))
@@ -889,10 +1052,22 @@ def main():
     m = sub.add_parser("summarize")
     m.add_argument("results")
     m.add_argument("summary")
+    f = sub.add_parser("profile")
+    f.add_argument("case", help='a case as `bench.py list` prints it, e.g. "crossthread mode=a2a threads=2"')
+    f.add_argument("--build-dir", required=True)
+    f.add_argument("--allocators", default="livealloc,tcmalloc")
+    f.add_argument("--reps", type=int, default=3)
+    f.add_argument("--freq", type=int, default=10000, help="samples per CPU second")
+    f.add_argument("--cpus", default="", help="run pinned to these CPUs (taskset -c), e.g. 0")
+    f.add_argument("--top", type=int, default=8)
+    f.add_argument("--smoke", action="store_true")
+    f.add_argument("--scale", type=float, default=1.0)
+    f.add_argument("--livealloc-lib", default="")
+    f.add_argument("--baseline-lib", default="")
     sub.add_parser("list")
     args = p.parse_args()
     commands = {"run": cmd_run, "summarize": cmd_summarize, "plotdata": cmd_plotdata, "table": cmd_table,
-                "verdict": cmd_verdict, "list": cmd_list}
+                "verdict": cmd_verdict, "profile": cmd_profile, "list": cmd_list}
     return commands[args.cmd](args)
 
 
