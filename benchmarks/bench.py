@@ -369,6 +369,12 @@ def parse_results(stdout):
     return rows
 
 
+def bench_argv(case, args, build_dir):
+    """The command line of a benchmark binary's case (kind "bench")."""
+    exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
+    return [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
+
+
 def run_case(case, alloc, args, build_dir):
     """Returns (rows, failure message or None)."""
     # Tuning variables the caller set (LIVEALLOC_*, MALLOC_CONF, ...) pass through and are listed
@@ -381,8 +387,7 @@ def run_case(case, alloc, args, build_dir):
         env["LD_PRELOAD"] = alloc["path"]
     timeout = 120 if args.smoke else 600
     if case["kind"] == "bench":
-        exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
-        argv = [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
+        argv = bench_argv(case, args, build_dir)
         status, stdout, stderr, events = run_process(argv, env, timeout, build_dir, alloc.get("memlive"))
         rows = parse_results(stdout)
         if status is None:
@@ -832,26 +837,20 @@ def cmd_verdict(args):
         fastest = (not losses, "%d of %d cases slower at the median, %d of them in every repetition%s"
                    % (len(losses), len(speed), len(clear),
                       "" if len(rivals) == len(PEERS) - 1 else "; compared with %s only" % ", ".join(rivals)))
-    if against.get("mimalloc"):
-        v = gmean_of_medians(against["mimalloc"])
-        beats_mimalloc = (v > 1, "%.3fx" % v)
-    else:
-        beats_mimalloc = (None, "mimalloc not in this run")
-    if mem.get("mimalloc"):
-        v = gmean_of_medians(mem["mimalloc"])
-        memory = (v >= 1, "mimalloc uses %.3fx livealloc's" % v)
-    else:
-        memory = (None, "mimalloc not in this run")
-    if profile:
-        v = gmean_of_medians(profile)
-        observing = (v >= 0.97, "livealloc+profile runs %.3fx livealloc's speed" % v)
-    else:
-        observing = (None, "livealloc+profile not in this run")
+    def judged(ratios, ok, text, absent):
+        if not ratios:
+            return None, absent
+        v = gmean_of_medians(ratios)
+        return ok(v), text % v
     verdicts = [
         ("at least as fast as the fastest peer on every workload", fastest),
-        ("faster than mimalloc on the geometric mean", beats_mimalloc),
-        ("peak resident memory no worse than mimalloc's geometric mean", memory),
-        ("profiling on costs at most 3%", observing),
+        ("faster than mimalloc on the geometric mean",
+         judged(against.get("mimalloc"), lambda v: v > 1, "%.3fx", "mimalloc not in this run")),
+        ("peak resident memory no worse than mimalloc's geometric mean",
+         judged(mem.get("mimalloc"), lambda v: v >= 1, "mimalloc uses %.3fx livealloc's", "mimalloc not in this run")),
+        ("profiling on costs at most 3%",
+         judged(profile, lambda v: v >= 0.97, "livealloc+profile runs %.3fx livealloc's speed",
+                "livealloc+profile not in this run")),
     ]
     print("\nTargets of the benchmark issue in this run:\n")
     for what, (met, why) in verdicts:
@@ -902,8 +901,7 @@ def part_of(dso, sym, alloc):
 def profile_once(case, alloc, args, build_dir, tmp):
     """{part: samples}, {(part, symbol): samples}, operations, unit; or raises RuntimeError."""
     data = os.path.join(tmp, "perf.data")
-    exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
-    argv = [exe] + case["args"] + (["--smoke"] if args.smoke else ["scale=%g" % args.scale])
+    argv = bench_argv(case, args, build_dir)
     if args.cpus:
         argv = ["taskset", "-c", args.cpus] + argv
     env = ["env"] + ["%s=%s" % kv for kv in sorted(alloc["env"].items())]
@@ -959,7 +957,7 @@ def cmd_profile(args):
     if args.reps < 1 or args.freq < 1 or args.freq > 100000:
         print("profile: --reps must be at least 1 and --freq within 1..100000", file=sys.stderr)
         return 2
-    exe = os.path.join(build_dir, "benchmarks", "bench_" + case["workload"])
+    exe = bench_argv(case, args, build_dir)[0]
     if not os.access(exe, os.X_OK):
         print("profile: no %s (build the target livealloc_benchmarks, or give --build-dir)" % exe,
               file=sys.stderr)
@@ -969,7 +967,6 @@ def cmd_profile(args):
         print("profile: %s" % why, file=sys.stderr)
         return 3
     notes = []
-    args.require_livealloc = False
     allocators, _ = pick_allocators(args, build_dir, notes)
     for n in notes:
         print("note: " + n, file=sys.stderr)
@@ -992,8 +989,7 @@ def cmd_profile(args):
                 runs[a["name"]].append(({p: n * ns for p, n in parts.items()},
                                         {k: n * ns for k, n in symbols.items()}))
     names = list(runs)
-    med = lambda xs: statistics.median(xs) if xs else 0.0
-    part_ns = {a: {p: med([r[0].get(p, 0.0) for r in runs[a]]) for p in PARTS} for a in names}
+    part_ns = {a: {p: statistics.median(r[0].get(p, 0.0) for r in runs[a]) for p in PARTS} for a in names}
     print("# %s: CPU ns per %s, by part of the process\n" % (args.case, unit))
     print("perf cpu-clock sampling at %d Hz, %d repetition(s) (median)%s; the whole process, so "
           "start-up and the final checks count too.\n" % (args.freq, args.reps,
@@ -1005,12 +1001,8 @@ def cmd_profile(args):
             print("| %s | %s |" % (p, " | ".join("%.1f" % part_ns[a][p] for a in names)))
     print("| **total** | %s |" % " | ".join("**%.1f**" % sum(part_ns[a].values()) for a in names))
     for a in names:
-        sym_ns = {}
-        for _, symbols in runs[a]:
-            for k in symbols:
-                sym_ns.setdefault(k, [])
-        for k in sym_ns:
-            sym_ns[k] = med([r[1].get(k, 0.0) for r in runs[a]])
+        seen = set().union(*(symbols for _, symbols in runs[a]))
+        sym_ns = {k: statistics.median(r[1].get(k, 0.0) for r in runs[a]) for k in seen}
         top = sorted(sym_ns.items(), key=lambda kv: -kv[1])[:args.top]
         print("\n%s, the %d costliest functions (ns per %s):\n" % (a, len(top), unit))
         for (p, sym), v in top:
@@ -1064,6 +1056,7 @@ def main():
     f.add_argument("--scale", type=float, default=1.0)
     f.add_argument("--livealloc-lib", default="")
     f.add_argument("--baseline-lib", default="")
+    f.set_defaults(require_livealloc=False)
     sub.add_parser("list")
     args = p.parse_args()
     commands = {"run": cmd_run, "summarize": cmd_summarize, "plotdata": cmd_plotdata, "table": cmd_table,
