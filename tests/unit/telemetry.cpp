@@ -271,6 +271,45 @@ TEST_CASE("a remote free kept for reuse stays live in its owner, not in the thre
   worker.join();
 }
 
+TEST_CASE("a remote free of an exited thread's block goes home at once, not onto a foreign list") {
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(100);
+  // Fits the recent-free list of the class (128 blocks), so only the owner's state sends them
+  // home, and makes two whole batches of remote_batch (32), which go without a trim (a trim
+  // would send kept blocks home too).
+  constexpr int N = 64;
+  std::vector<void*> blocks;
+  int worker_tid = 0;
+  la::deallocate(la::allocate(100));  // a heap of its own first: else this thread adopts the
+                                      // worker's heap once it exits, and its blocks with it
+  on_named_thread("exits-first", [&] {
+    worker_tid = my_tid();
+    for (int i = 0; i < N; ++i) blocks.push_back(la::allocate(100));
+  });
+  la::trim();  // the main thread's recent-free lists start empty
+  rd::snapshot before = snap(*seg);
+  const rd::thread_view* mb = by_tid(before, my_tid());
+  REQUIRE(mb != nullptr);
+  const auto b0 = mb->counters[cls];
+
+  for (void* p : blocks) la::deallocate(p);
+  CHECK(la::detail::heap_is_valid());
+  std::vector<void*> again;
+  for (int i = 0; i < N; ++i) again.push_back(la::allocate(100));
+  rd::snapshot s = snap(*seg);
+  const rd::thread_view* m = by_tid(s, my_tid());
+  REQUIRE(m != nullptr);
+  CHECK(m->counters[cls][c_remote_sent] - b0[c_remote_sent] == N);
+  CHECK(m->counters[cls][c_foreign_allocs] - b0[c_foreign_allocs] == 0);  // none was kept here
+  const rd::thread_view* w = nullptr;
+  for (const auto& t : s.threads)
+    if (t.tid == worker_tid && t.state == slot_exited) w = &t;
+  REQUIRE(w != nullptr);
+  CHECK(w->counters[cls][c_remote_received] == N);  // collected at once into its pages
+  CHECK(w->live(cls) == 0);
+  for (void* p : again) la::deallocate(p);
+}
+
 TEST_CASE("large blocks count in class 0, also when another thread frees them") {
   auto seg = own_segment();
   la::deallocate(la::allocate(8));  // this thread has its own heap before the other one exits
