@@ -2465,22 +2465,24 @@ LIVEALLOC_ALWAYS_INLINE bool keep_foreign(heap* h, heap* owner, unsigned cls, bl
   return true;
 }
 
-// The rest of a remote free: the thread has no heap yet, or the block cannot be kept and is
-// gathered in the outbox for its owner.
+// A remote free that keep_foreign did not keep (free_small tried it): a thread without a heap gets
+// one first (and may keep the block then); else the block is gathered in the outbox for its owner.
 LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) noexcept {
   heap* h = tls_heap;
-  if (h == &g_empty_heap) h = thread_init();
-  if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
-    b->next = nullptr;
-    b->ahead = nullptr;
-    inbox_push(owner, b, b);
-    return;
+  if (h == &g_empty_heap) {
+    h = thread_init();
+    if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
+      b->next = nullptr;
+      b->ahead = nullptr;
+      inbox_push(owner, b, b);
+      return;
+    }
+    if (owner == h) {  // the heap this thread adopted may own the page
+      page_free_block(h, page_of(b), b);
+      return;
+    }
+    if (keep_foreign(h, owner, cls, b)) return;
   }
-  if (owner == h) {  // a newly adopted heap may own the page
-    page_free_block(h, page_of(b), b);
-    return;
-  }
-  if (keep_foreign(h, owner, cls, b)) return;
   bump(h->stats[cls].v[c_remote_sent]);
   matrix_count(h, owner);
   outbox_add(h, owner, b);
