@@ -631,17 +631,29 @@ constexpr std::uint16_t recent_limit(unsigned c) {
 // free_remote); larger blocks go home, where they do not pin their owner's pages.
 constexpr unsigned kForeignMaxClass = class_of(4096);
 
-struct small_class_table {
-  std::uint8_t v[kMaxSmall / 256 + 1] = {};  // index (size + 15) / 16 for size <= 1024
-  constexpr small_class_table() {
+// The class of any small size is one table load, as in tcmalloc: one entry per 16 bytes up to
+// 1 KiB (entries 0..64), then one per 128 bytes (every class boundary above 1 KiB is a multiple
+// of 128): 1025..1152 bytes is step 9 and takes entry 65. Computing the class instead (bsr and
+// shifts) on the way to the list cost the 16 KiB fast path 1.10x and mixed sizes 1.04x.
+constexpr std::size_t class_index_above_1k(std::size_t size) {
+  return ((size + 127) >> 7) + (65 - 9);
+}
+constexpr std::size_t class_index(std::size_t size) {
+  return size <= 1024 ? (size + 15) >> 4 : class_index_above_1k(size);
+}
+struct class_table {
+  std::uint8_t v[class_index(kMaxSmall) + 1] = {};
+  constexpr class_table() {
     for (std::size_t i = 0; i <= 64; ++i) v[i] = static_cast<std::uint8_t>(class_of(i * 16));
+    for (std::size_t j = 9; j <= kMaxSmall / 128; ++j)
+      v[class_index(j * 128)] = static_cast<std::uint8_t>(class_of(j * 128));
   }
 };
-inline constexpr small_class_table kSmallClass{};
+inline constexpr class_table kClassTable{};
+static_assert(class_index(1025) == 65 && class_index(1024) == 64);
 
 LIVEALLOC_ALWAYS_INLINE unsigned size_class(std::size_t size) noexcept {
-  if (LIVEALLOC_LIKELY(size <= 1024)) return kSmallClass.v[(size + 15) >> 4];
-  return class_of(size);
+  return kClassTable.v[class_index(size)];
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2532,12 +2544,12 @@ LIVEALLOC_ALWAYS_INLINE void free_sized_impl(void* p, [[maybe_unused]] std::size
 // --- the rest of the malloc family ---------------------------------------------------------------
 
 LIVEALLOC_NOINLINE inline void* malloc_medium(std::size_t size) noexcept {
-  if (size <= kMaxSmall) return allocate_class(class_of(size), size);
+  if (size <= kMaxSmall) return allocate_class(kClassTable.v[class_index_above_1k(size)], size);
   return allocate_large(size, 16);
 }
 
 LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
-  if (LIVEALLOC_LIKELY(size <= 1024)) return allocate_class(kSmallClass.v[(size + 15) >> 4], size);
+  if (LIVEALLOC_LIKELY(size <= 1024)) return allocate_class(size_class(size), size);
   return malloc_medium(size);
 }
 
