@@ -815,7 +815,8 @@ struct heap {
   // Read by every thread that keeps a block of ours (free_remote); changes only at exit.
   alignas(64) std::atomic<int> state{kHeapNew};
   bool in_pool = false;
-  segment* segments = nullptr;
+  segment* segments = nullptr;       // those with a free unit first (see page_alloc)
+  segment* segments_tail = nullptr;
   heap* next_all = nullptr;
   heap* next_pool = nullptr;
   std::uint64_t options_seen = 0;
@@ -1019,6 +1020,26 @@ inline int find_run(std::uint64_t bits, unsigned n) noexcept {
   return m ? __builtin_ctzll(m) : -1;
 }
 
+// A heap keeps its segments with a free unit ahead of its full ones, so page_alloc stops at the
+// first full segment: walking them all, a cache miss on each header (4 MiB apart, the headers share
+// one cache set), took 6% of the fragmentation workload, which fills 70 segments.
+inline void segment_unlink(heap* h, segment* s) noexcept {
+  (s->prev ? s->prev->next : h->segments) = s->next;
+  (s->next ? s->next->prev : h->segments_tail) = s->prev;
+}
+inline void segment_push_front(heap* h, segment* s) noexcept {
+  s->prev = nullptr;
+  s->next = h->segments;
+  (h->segments ? h->segments->prev : h->segments_tail) = s;
+  h->segments = s;
+}
+inline void segment_push_back(heap* h, segment* s) noexcept {
+  s->next = nullptr;
+  s->prev = h->segments_tail;
+  (h->segments_tail ? h->segments_tail->next : h->segments) = s;
+  h->segments_tail = s;
+}
+
 inline segment* segment_alloc(heap* h) noexcept {
   segment* s = nullptr;
   {
@@ -1045,16 +1066,12 @@ inline segment* segment_alloc(heap* h) noexcept {
   s->dirty_units = 0;
   s->dirty_old = 0;
   s->used_units = 0;
-  s->prev = nullptr;
-  s->next = h->segments;
-  if (h->segments) h->segments->prev = s;
-  h->segments = s;
+  segment_push_front(h, s);
   return s;
 }
 
 inline void segment_release(heap* h, segment* s) noexcept {
-  (s->prev ? s->prev->next : h->segments) = s->next;
-  if (s->next) s->next->prev = s->prev;
+  segment_unlink(h, s);
   s->owner = nullptr;
   {
     lock_guard guard(g.segment_lock);
@@ -1079,12 +1096,12 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   int idx = -1;
   // Units released recently are still resident: reusing them, in any segment, costs no page
   // faults.
-  for (; s; s = s->next)
+  for (; s && s->free_units; s = s->next)
     if ((idx = find_run(s->free_units & s->dirty_units, n)) >= 0) break;
-  if (!s)
-    for (s = h->segments; s; s = s->next)
+  if (idx < 0)
+    for (s = h->segments; s && s->free_units; s = s->next)
       if ((idx = find_run(s->free_units, n)) >= 0) break;
-  if (!s) {
+  if (idx < 0) {
     if (!(s = segment_alloc(h))) return nullptr;
     idx = find_run(s->free_units, n);
   }
@@ -1093,6 +1110,10 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
       std::size_t(n - __builtin_popcountll(s->dirty_units & unit_mask(static_cast<unsigned>(idx), n)))
           << kUnitShift);
   s->free_units &= ~unit_mask(static_cast<unsigned>(idx), n);
+  if (s->free_units == 0 && s != h->segments_tail) {
+    segment_unlink(h, s);
+    segment_push_back(h, s);
+  }
   s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
   s->dirty_old &= s->dirty_units;
   s->used_units += n;
@@ -1163,6 +1184,10 @@ inline void page_release(heap* h, page* pg) noexcept {
   pg->free = pg->local_free = nullptr;
   pg->used = pg->reserved = pg->capacity = 0;
   pg->in_full = pg->kept_empty = 0;
+  if (s->free_units == 0 && s != h->segments) {
+    segment_unlink(h, s);
+    segment_push_front(h, s);
+  }
   s->free_units |= unit_mask(idx, n);
   s->used_units -= n;
   if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
@@ -2803,8 +2828,12 @@ inline bool heap_is_valid() noexcept {
     }
     if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
   }
-  for (segment* s = h->segments; s; s = s->next) {
+  segment* last = nullptr;
+  for (segment* s = h->segments; s; last = s, s = s->next) {
     if (s->magic != kMagic || s->owner != h) return fail("segment header");
+    if (s->prev != last) return fail("segment list links");
+    if (last && last->free_units == 0 && s->free_units != 0)
+      return fail("a segment with free units after a full one");
     unsigned used = 0;
     for (unsigned i = 1; i < kUnits; ++i) {
       bool is_free = (s->free_units >> i) & 1;
@@ -2816,6 +2845,7 @@ inline bool heap_is_valid() noexcept {
     if (s->dirty_units & ~s->free_units) return fail("a dirty unit is not free");
     if (s->dirty_old & ~s->dirty_units) return fail("dirty_old is not a subset of dirty_units");
   }
+  if (last != h->segments_tail) return fail("segment list tail");
   return true;
 }
 

@@ -274,6 +274,38 @@ TEST_CASE("released pages are reused at once and go back to the OS after the pur
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
+TEST_CASE("units freed in full segments behind newer ones are found again: no new segment") {
+  la::trim();
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  // 8 KiB blocks: 8 to a one-unit span, 63 spans to a segment; 2000 of them fill three segments
+  // and most of a fourth. Full segments go behind the others, in the order they filled.
+  std::vector<void*> v;
+  for (int i = 0; i < 2000; ++i) v.push_back(la::allocate(8192));
+  CHECK(la::detail::heap_is_valid());
+  // Free 400 blocks of the middle segments (full, behind the first one filled), 50 spans.
+  const auto* first = la::detail::segment_of(v.front());
+  const auto* last = la::detail::segment_of(v.back());
+  std::vector<std::size_t> freed;
+  for (std::size_t i = 0; i < v.size() && freed.size() < 400; ++i) {
+    const auto* s = la::detail::segment_of(v[i]);
+    if (s == first || s == last) continue;
+    la::deallocate(v[i]);
+    freed.push_back(i);
+  }
+  REQUIRE(freed.size() == 400);
+  CHECK(la::detail::heap_is_valid());
+  const la::stats before = la::get_stats();
+  for (std::size_t i : freed) v[i] = la::allocate(8192);
+  const la::stats after = la::get_stats();
+  CHECK(after.segment_bytes == before.segment_bytes);
+  CHECK(after.mmap_calls == before.mmap_calls);
+  CHECK(la::detail::heap_is_valid());
+  for (void* p : v) la::deallocate(p);
+  CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  la::trim();
+}
+
 TEST_CASE("an exited thread's pages stay for the purge delay, for the next thread, then go back") {
   la::trim();
   REQUIRE(la::set_option("purge_delay", 300) == la::option_status::ok);
