@@ -2706,7 +2706,7 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     // Growing a small block: by at least a quarter, so a buffer grown by small appends moves
     // (and is copied) once per 25% of growth rather than at every size class.
     std::size_t want = usable + usable / 4;
-    q = allocate_class(class_of(want > size && want <= kMaxSmall ? want : size), size);
+    q = allocate_class(size_class(want > size && want <= kMaxSmall ? want : size), size);
   } else {
     q = malloc_impl(size);
   }
