@@ -2686,20 +2686,26 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     free_impl(p);
     return nullptr;
   }
-  std::size_t usable = usable_size_impl(p);
+  std::size_t usable;
   if (is_large(p)) {
+    usable = large_of(p)->usable;
     if (void* q = realloc_large(p, size)) return q;
-  } else if (size <= usable && size >= usable / 2) {
-    // A free and an allocation of the same block, in the owner's counts.
-    page* pg = page_of(p);
-    heap* h = tls_heap;
-    if (pg->owner == h) {
-      class_counters& c = h->stats[pg->cls];
-      bump(c.v[c_frees]);
-      bump(c.v[c_allocs]);
-      bump(c.v[c_requested_bytes], size);
+  } else {
+    // The class and owner from the segment header, as free reads them.
+    segment* s = segment_of(p);
+    const unsigned cls = s->unit_cls[unit_of(p)];
+    usable = class_size(cls);
+    if (size <= usable && size >= usable / 2) {
+      // A free and an allocation of the same block, in the owner's counts.
+      heap* h = tls_heap;
+      if (s->owner == h) {
+        class_counters& c = h->stats[cls];
+        bump(c.v[c_frees]);
+        bump(c.v[c_allocs]);
+        bump(c.v[c_requested_bytes], size);
+      }
+      return p;
     }
-    return p;
   }
   void* q;
   if (size > usable && size <= kMaxSmall) {  // (a large block's usable size is above kMaxSmall)
