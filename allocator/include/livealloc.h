@@ -815,7 +815,7 @@ struct heap {
   // Read by every thread that keeps a block of ours (free_remote); changes only at exit.
   alignas(64) std::atomic<int> state{kHeapNew};
   bool in_pool = false;
-  segment* segments = nullptr;       // those with a free unit first (see page_alloc)
+  segment* segments = nullptr;       // those with a free unit first (see segment_unlink)
   segment* segments_tail = nullptr;
   heap* next_all = nullptr;
   heap* next_pool = nullptr;
