@@ -2581,7 +2581,7 @@ LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
 inline std::size_t usable_size_impl(const void* p) noexcept {
   if (!p) return 0;
   if (is_large(p)) return large_of(p)->usable;
-  return page_of(p)->block_size;
+  return class_size(class_of_block(p));
 }
 
 // `align` must be a power of two (callers check).
@@ -2692,13 +2692,12 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     if (void* q = realloc_large(p, size)) return q;
   } else {
     // The class and owner from the segment header, as free reads them.
-    segment* s = segment_of(p);
-    const unsigned cls = s->unit_cls[unit_of(p)];
+    const unsigned cls = class_of_block(p);
     usable = class_size(cls);
     if (size <= usable && size >= usable / 2) {
       // A free and an allocation of the same block, in the owner's counts.
       heap* h = tls_heap;
-      if (s->owner == h) {
+      if (segment_of(p)->owner == h) {
         class_counters& c = h->stats[cls];
         bump(c.v[c_frees]);
         bump(c.v[c_allocs]);
