@@ -2067,7 +2067,12 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
 // slow path; every kMaintainEvery allocations of a class from that list it still does the slow
 // path's upkeep: tuning requests apply, batches of remote frees go out and come in.
 constexpr std::uint64_t kMaintainEvery = 4096;
-LIVEALLOC_NOINLINE inline void recent_maintain(heap* h) noexcept { heap_maintain(h); }
+// Returns b, so that the fast path calls it last (a tail call) and keeps nothing for after it.
+__attribute__((returns_nonnull)) LIVEALLOC_NOINLINE inline void* recent_maintain(heap* h,
+                                                                            block* b) noexcept {
+  heap_maintain(h);
+  return b;
+}
 
 // Counts an allocation served from a recent-free or foreign list, whose page already counts the
 // block used. A foreign block is an allocation of this thread and once more a foreign one, since it
@@ -2086,7 +2091,7 @@ LIVEALLOC_ALWAYS_INLINE void* take_listed(heap* h, block* b, unsigned cls, std::
 #if LIVEALLOC_CHECKED
   checked_on_alloc(page_of(b), b);
 #endif
-  if (LIVEALLOC_UNLIKELY(allocs % kMaintainEvery == 0)) recent_maintain(h);
+  if (LIVEALLOC_UNLIKELY(allocs % kMaintainEvery == 0)) return recent_maintain(h, b);
   return b;
 }
 
@@ -2102,14 +2107,26 @@ LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
   return take_listed(h, b, cls, size, true);
 }
 
-LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
+struct malloc_slow_path {
+  static void* call(unsigned cls, std::size_t size) noexcept { return allocate_slow(cls, size); }
+};
+
+// The fast path of malloc and of operator new, which differ in their slow path only. New's never
+// returns nullptr (new_slow_path), so no path of new keeps the size for a check after a call, and
+// neither saves a register: one call after another on the fast path cost a push and a pop.
+template <class SlowPath>
+LIVEALLOC_ALWAYS_INLINE void* allocate_class_as(unsigned cls, std::size_t size) noexcept(
+    noexcept(SlowPath::call(0u, std::size_t(0)))) {
   heap* h = tls_heap;
   recent_list& r = h->recent[cls];
   if (LIVEALLOC_UNLIKELY(r.foreign != nullptr)) return take_foreign(h, r.foreign, cls, size);
   if (block* b = r.head) return take_recent(h, b, cls, size);
   page* pg = h->direct[cls];
   if (LIVEALLOC_LIKELY(pg->free != nullptr)) return take_block(h, pg, cls, size);
-  return allocate_slow(cls, size);
+  return SlowPath::call(cls, size);
+}
+LIVEALLOC_ALWAYS_INLINE void* allocate_class(unsigned cls, std::size_t size) noexcept {
+  return allocate_class_as<malloc_slow_path>(cls, size);
 }
 
 // --- large allocation ---------------------------------------------------------------------------
@@ -2922,10 +2939,21 @@ LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, b
   }
 }
 
-LIVEALLOC_ALWAYS_INLINE void* new_impl(std::size_t size) {
-  void* p = malloc_impl(size);
-  if (LIVEALLOC_LIKELY(p != nullptr)) return p;
+struct new_slow_path {
+  LIVEALLOC_NOINLINE static void* call(unsigned cls, std::size_t size) {
+    if (void* p = allocate_slow(cls, size)) return p;
+    return new_retry(size, 0, false);
+  }
+};
+LIVEALLOC_NOINLINE inline void* new_medium(std::size_t size) {
+  if (void* p = malloc_medium(size)) return p;
   return new_retry(size, 0, false);
+}
+// malloc_impl with new's slow path.
+LIVEALLOC_ALWAYS_INLINE void* new_impl(std::size_t size) {
+  if (LIVEALLOC_LIKELY(size <= 1024))
+    return allocate_class_as<new_slow_path>(size_class(size), size);
+  return new_medium(size);
 }
 LIVEALLOC_ALWAYS_INLINE void* new_nothrow_impl(std::size_t size) noexcept {
   void* p = malloc_impl(size);
