@@ -1040,6 +1040,16 @@ inline void segment_push_back(heap* h, segment* s) noexcept {
   h->segments_tail = s;
 }
 
+inline bool release_caches() noexcept;
+
+// os_map_aligned, and when the OS refuses (RLIMIT_AS, a strict overcommit limit), once more after
+// unmapping what the caches hold: a request fails only when there is nothing left to give back.
+inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
+  if (void* p = os_map_aligned(size, align)) return p;
+  if (!release_caches()) return nullptr;
+  return os_map_aligned(size, align);
+}
+
 inline segment* segment_alloc(heap* h) noexcept {
   segment* s = nullptr;
   {
@@ -1051,7 +1061,7 @@ inline segment* segment_alloc(heap* h) noexcept {
     }
   }
   if (!s) {
-    s = static_cast<segment*>(os_map_aligned(kSegmentSize, kSegmentSize));
+    s = static_cast<segment*>(map_reclaiming(kSegmentSize, kSegmentSize));
     if (!s) return nullptr;
     add(g_proc->segment_bytes, kSegmentSize);
     if (option(opt_hugepages)) os_hugepages(s, kSegmentSize);
@@ -2408,7 +2418,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
     std::uint8_t* base = large_cache_take(need, &map_size);
     if (fresh) *fresh = base == nullptr;
     if (!base) {
-      base = static_cast<std::uint8_t*>(os_map_aligned(need, kSegmentSize));
+      base = static_cast<std::uint8_t*>(map_reclaiming(need, kSegmentSize));
       map_size = need;
       if (!base) {
         errno = ENOMEM;
@@ -2424,7 +2434,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
   // before it. The first 4 MiB are address space only: the header's page is all that is touched.
   if (align < kSegmentSize) align = kSegmentSize;
   need = round_up(size, kOsPage) + align;
-  auto* base = static_cast<std::uint8_t*>(os_map_aligned(need, align));
+  auto* base = static_cast<std::uint8_t*>(map_reclaiming(need, align));
   if (!base) {
     errno = ENOMEM;
     return nullptr;
@@ -2752,6 +2762,13 @@ inline bool trim_impl() noexcept {
     heap_purge(h, true);
     released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
+  return release_caches() || released;
+}
+
+// What no thread holds: the memory of exited threads' heaps, the cached large mappings and the
+// cached segments, unmapped. True if anything went back to the OS.
+inline bool release_caches() noexcept {
+  bool released = false;
   for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
     if (a->state.load(std::memory_order_relaxed) != kHeapAbandoned) continue;
     std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);

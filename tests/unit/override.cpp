@@ -6,9 +6,13 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -245,4 +249,51 @@ TEST_CASE("every operator new/delete form round trips with the right alignment")
   p = ::operator new[](100, std::align_val_t(256));
   ::operator delete[](p, std::align_val_t(256));
   CHECK(livealloc::detail::heap_is_valid());
+}
+
+namespace {
+// In a child: the address space limited to what is mapped plus 2 MiB, after 64 MiB of freed large
+// mappings went to the cache. Exit 0 if every step behaved; else the step's number.
+[[noreturn]] void exhaust_address_space() {
+  if (livealloc::set_option("purge_delay", 60000) != livealloc::option_status::ok) _exit(10);
+  void* big[8];
+  for (auto& b : big) b = malloc(opaque(8u << 20));
+  for (auto& b : big) free(b);  // into the large cache
+  unsigned long pages = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f || std::fscanf(f, "%lu", &pages) != 1) _exit(11);
+  std::fclose(f);
+  rlimit rl{};
+  rl.rlim_cur = rl.rlim_max = pages * 4096ul + (2ul << 20);
+  if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(12);
+  // 1. A new 24 MiB block has no room but what the cached mappings hold.
+  void* p = malloc(opaque(24u << 20));
+  if (!p) _exit(1);
+  std::memset(p, 1, 4096);
+  free(p);  // cached again
+  // 2. Small blocks until nothing is left: the cached block gives its room to new segments, then
+  //    malloc returns nullptr with ENOMEM.
+  std::size_t n = 0;
+  errno = 0;
+  while (malloc(opaque(1024)) != nullptr) ++n;
+  if (errno != ENOMEM) _exit(2);
+  if (n < (16u << 10)) _exit(3);  // at least 16 MiB: the cached 24 MiB went to segments
+  // 3. operator new of a small size throws std::bad_alloc once its class has no room either.
+  try {
+    for (;;) sink = ::operator new(opaque(64));
+  } catch (const std::bad_alloc&) {
+  }
+  if (!livealloc::detail::heap_is_valid()) _exit(4);
+  _exit(0);
+}
+}  // namespace
+
+TEST_CASE("when the OS refuses memory, the caches give theirs back; then malloc fails, new throws") {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) exhaust_address_space();
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
