@@ -474,6 +474,8 @@ def pick_allocators(args, build_dir, notes):
         if path and not os.path.exists(path):
             if a.get("baseline"):
                 sys.exit("--baseline-lib: %s not found" % path)
+            if args.livealloc_lib and a["name"].startswith("livealloc"):  # asked for by name
+                sys.exit("--livealloc-lib: %s not found" % path)
             notes.append("%s skipped: %s not found" % (a["name"], path))
             missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
             continue
@@ -487,6 +489,11 @@ def pick_allocators(args, build_dir, notes):
 
 
 def cmd_run(args):
+    # Checked before anything is written: a run that cannot happen must not replace the results.
+    if args.reps < 1:
+        sys.exit("run: --reps must be at least 1 (got %d)" % args.reps)
+    if not (1e-6 <= args.scale <= 1e6):  # also false for nan
+        sys.exit("run: --scale must be from 1e-06 to 1e+06 (got %g)" % args.scale)
     build_dir = os.path.abspath(args.build_dir)
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
@@ -505,7 +512,10 @@ def cmd_run(args):
     for n in notes:
         print("note: " + n, file=sys.stderr)
 
+    # Rows go to results.csv.partial as they come and replace results.csv only when the run ends,
+    # so an interrupted run leaves the last complete results in place (and its own rows beside).
     raw_path = os.path.join(out_dir, "results.csv")
+    partial_path = raw_path + ".partial"
     facts = header_lines(args, allocators, notes)  # once, at the start: date and load belong to it
     failures = []
     all_rows = []
@@ -515,7 +525,7 @@ def cmd_run(args):
     total = args.reps * sum(applies(c, a) for c in cases for a in allocators)
     done = 0
     started = time.monotonic()
-    with open(raw_path, "w", newline="") as raw:
+    with open(partial_path, "w", newline="") as raw:
         raw.write("\n".join(["# livealloc benchmarks: raw rows, one per metric per run"] + facts) + "\n")
         writer = csv.DictWriter(raw, fieldnames=FIELDS)
         writer.writeheader()
@@ -547,6 +557,7 @@ def cmd_run(args):
         end = ["# load average at end: %s; %d runs in %.0f s" % (loadavg(), total, time.monotonic() - started)]
         end += ["# " + f for f in failures]
         raw.write("\n".join(end) + "\n")
+    os.replace(partial_path, raw_path)
 
     summary_path = os.path.join(out_dir, "summary.csv")
     write_summary(all_rows, summary_path,

@@ -72,31 +72,95 @@ struct Args {
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
     }
-    scale = num("scale", 1.0);
+    scale = num("scale", 1.0, 1e-6, 1e6);
   }
-  // Value of key=..., or fallback when absent.
-  double num(const char* key, double fallback) const {
-    const std::string want = std::string(key) + "=";
-    for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], want.c_str(), want.size()) == 0) {
-        return std::atof(argv[i] + want.size());
-      }
-    }
-    return fallback;
+  // Value of key=..., or fallback when absent; anything but a number in [lo, hi] ends the run
+  // with a usage error.
+  double num(const char* key, double fallback, double lo, double hi) {
+    const char* text = value(key);
+    if (text == nullptr) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text, &end);
+    if (end == text || *end != '\0' || errno != 0 || !(v >= lo && v <= hi))
+      usage_error(key, text, "a number", shortest(lo), shortest(hi));
+    return v;
   }
-  std::string str(const char* key, const char* fallback) const {
-    const std::string want = std::string(key) + "=";
-    for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], want.c_str(), want.size()) == 0) return argv[i] + want.size();
+  // An integer key=N in [lo, hi], or fallback when absent.
+  long integer(const char* key, long fallback, long lo, long hi) {
+    const char* text = value(key);
+    if (text == nullptr) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi)
+      usage_error(key, text, "an integer", std::to_string(lo), std::to_string(hi));
+    return v;
+  }
+  // One of `choices` (a null-terminated list), or fallback when absent.
+  std::string choice(const char* key, const char* fallback, const char* const* choices) {
+    const char* text = value(key);
+    if (text == nullptr) return fallback;
+    std::string list;
+    for (const char* const* c = choices; *c != nullptr; ++c) {
+      if (std::strcmp(text, *c) == 0) return text;
+      list += list.empty() ? *c : std::string("|") + *c;
     }
-    return fallback;
+    std::fprintf(stderr, "%s: %s=%s: expected one of %s\n", name(), key, text, list.c_str());
+    std::exit(64);
+  }
+  // The text of key=..., or fallback when absent (the caller validates it).
+  std::string str(const char* key, const char* fallback) {
+    const char* text = value(key);
+    return text ? text : fallback;
   }
   // An iteration count: `full` scaled, or `tiny` under --smoke; an explicit key=N wins.
-  long count(const char* key, long full, long tiny) const {
-    const double explicit_value = num(key, -1);
-    if (explicit_value > 0) return static_cast<long>(explicit_value);
+  long count(const char* key, long full, long tiny) {
+    const long explicit_value = integer(key, 0, 1, 1'000'000'000'000L);
+    if (explicit_value > 0) return explicit_value;
     if (smoke) return tiny;
     return std::max(1L, static_cast<long>(static_cast<double>(full) * scale));
+  }
+  // After the last key is read: an argument no key asked for is a usage error too, so a typo
+  // (thread=4) never runs the default silently.
+  void check_all_known() const {
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--smoke") == 0) continue;
+      const char* eq = std::strchr(argv[i], '=');
+      const std::string key =
+          eq ? std::string(argv[i], static_cast<size_t>(eq - argv[i])) : std::string();
+      if (std::find(known_.begin(), known_.end(), key) == known_.end()) {
+        std::string list;
+        for (const auto& k : known_) list += k + "= ";
+        std::fprintf(stderr, "%s: unknown argument '%s' (takes %s--smoke)\n", name(), argv[i],
+                     list.c_str());
+        std::exit(64);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::string> known_;
+
+  const char* name() const { return argc > 0 ? argv[0] : "bench"; }
+  const char* value(const char* key) {
+    if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
+    const size_t n = std::strlen(key);
+    for (int i = 1; i < argc; ++i) {
+      if (std::strncmp(argv[i], key, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;
+    }
+    return nullptr;
+  }
+  static std::string shortest(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+  [[noreturn]] void usage_error(const char* key, const char* text, const char* what,
+                                const std::string& lo, const std::string& hi) const {
+    std::fprintf(stderr, "%s: %s=%s: expected %s from %s to %s\n", name(), key, text, what,
+                 lo.c_str(), hi.c_str());
+    std::exit(64);
   }
 };
 

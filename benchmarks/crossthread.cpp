@@ -80,10 +80,12 @@ void all_to_all(int threads, long ops_per_thread) {
 
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
-  const std::string mode = args.str("mode", "pc");
-  const int threads = static_cast<int>(args.num("threads", 1));
+  static const char* const kModes[] = {"pc", "a2a", nullptr};
+  const std::string mode = args.choice("mode", "pc", kModes);
+  const int threads = static_cast<int>(args.integer("threads", 1, 1, 256));
   // Total operations stay the same at every thread count, so times compare directly.
   const long ops = args.count("ops", 5'000'000, 100'000);
+  args.check_all_known();
   const std::string case_name = "mode=" + mode;
 
   const double t0 = bench::now_s();

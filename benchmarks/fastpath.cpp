@@ -16,13 +16,14 @@ constexpr long kSampleEvery = 64;    // timing every call would double the cost 
 
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
-  const std::string size_arg = args.str("size", "64");
-  const bool mixed = size_arg == "mixed";
-  const size_t fixed = mixed ? 0 : static_cast<size_t>(std::atol(size_arg.c_str()));
+  // size=mixed, or one size from 16 bytes (the pattern's header) to 1 MiB.
+  const bool mixed = args.str("size", "64") == "mixed";
+  const size_t fixed = mixed ? 0 : static_cast<size_t>(args.integer("size", 64, 16, 1 << 20));
   // Mixed sizes leave the fast path often (glibc: ~8x slower per call), so fewer iterations.
   const long full = mixed ? 5'000'000 : 15'000'000;
   const long iters = args.count("iters", full, 100'000);
-  const std::string case_name = "size=" + size_arg;
+  args.check_all_known();
+  const std::string case_name = "size=" + (mixed ? std::string("mixed") : std::to_string(fixed));
 
   std::vector<size_t> sizes(kSizeTable);
   bench::Rng rng(42);

@@ -26,7 +26,8 @@ struct Block {
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const long objects = args.count("objects", 400'000, 20'000);
-  const long keep_percent = static_cast<long>(args.num("keep_percent", 10));
+  const long keep_percent = args.integer("keep_percent", 10, 0, 100);
+  args.check_all_known();
 
   std::vector<Block> blocks(static_cast<size_t>(objects));
   std::vector<size_t> order(blocks.size());

@@ -17,6 +17,7 @@ constexpr size_t kMiB = 1 << 20;
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const long blocks = args.count("blocks", 100, 6);
+  args.check_all_known();
   const size_t max_mib = args.smoke ? 8 : 64;
 
   bench::Rng rng(5);

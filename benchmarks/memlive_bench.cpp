@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -97,8 +98,16 @@ struct args {
     auto it = kv.find(k);
     return it == kv.end() ? def : it->second;
   }
+  // A count or interval: an integer from 1 to 1,000,000, else a usage error.
   int num(const std::string& k, int def) const {
-    return std::atoi(get(k, std::to_string(def)).c_str());
+    auto it = kv.find(k);
+    if (it == kv.end()) return def;
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(it->second.c_str(), &end, 10);
+    if (end == it->second.c_str() || *end != '\0' || errno != 0 || v < 1 || v > 1'000'000)
+      die("--" + k + " " + it->second + ": expected an integer from 1 to 1000000");
+    return static_cast<int>(v);
   }
   bool flag(const std::string& k) const { return kv.count(k) != 0; }
 };
@@ -109,6 +118,10 @@ args parse_args(int argc, char** argv, int from) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0) die("unexpected argument " + k);
     k = k.substr(2);
+    static const char* const kValued[] = {"threads", "iters", "rounds", "interval", "memlive",
+                                          "clients", "seconds", "trials"};
+    const bool valued = std::find(std::begin(kValued), std::end(kValued), k) != std::end(kValued);
+    if (!valued && k != "inprocess" && k != "quiet") die("unknown option --" + k);
     if (k == "inprocess" || k == "quiet")
       a.kv[k] = "1";
     else if (i + 1 < argc)

@@ -31,7 +31,8 @@ void check_whole(const Buffer& b, int id) {
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const long reallocs = args.count("reallocs", 4'000'000, 20'000);
-  const size_t max_size = static_cast<size_t>(args.num("max", 65536));
+  const size_t max_size = static_cast<size_t>(args.integer("max", 65536, 16, 64 << 20));
+  args.check_all_known();
 
   Buffer bufs[kBuffers];
   bench::Rng rng(3);

@@ -31,6 +31,10 @@ smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" live
 build_dir="$repo/build"
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --reps|--scale|--allocators|--workloads|--build-dir|--out|--livealloc-lib|--baseline-lib)
+      if [[ $# -lt 2 ]]; then echo "run.sh: $1 needs a value (try --help)" >&2; exit 2; fi ;;
+  esac
+  case "$1" in
     --smoke) smoke=1 ;;
     --no-build) build=0 ;;
     --reps) reps="$2"; shift ;;
@@ -40,8 +44,8 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --out) out="$2"; shift ;;
     --require-livealloc) require="--require-livealloc" ;;
-    --livealloc-lib) livealloc_lib="$(realpath "$2")"; shift ;;
-    --baseline-lib) baseline_lib="$(realpath "$2")"; shift ;;
+    --livealloc-lib) livealloc_lib="$(realpath -e -- "$2")" || exit 2; shift ;;
+    --baseline-lib) baseline_lib="$(realpath -e -- "$2")" || exit 2; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac

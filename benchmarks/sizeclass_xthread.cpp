@@ -89,8 +89,9 @@ void run_worker(std::vector<std::unique_ptr<Worker>>& workers, int me, long roun
 
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
-  const int threads = static_cast<int>(args.num("threads", 2));
+  const int threads = static_cast<int>(args.integer("threads", 2, 1, 256));
   const long rounds = args.count("rounds", 1200, 50);
+  args.check_all_known();
   const std::vector<size_t> classes = size_classes();
   const long per_thread = rounds * static_cast<long>(classes.size()) * kBatch;
 

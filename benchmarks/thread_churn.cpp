@@ -23,6 +23,7 @@ constexpr size_t kMaxSize = 4096;
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
   const long rounds = args.count("rounds", 1000, 100);
+  args.check_all_known();
   const long warm_rounds = std::max(1L, rounds / 10);
 
   std::mutex handoff_mutex;

@@ -48,12 +48,14 @@ void run(int threads, long pushes_per_thread, size_t max_len) {
 
 int main(int argc, char** argv) {
   bench::Args args(argc, argv);
-  const std::string elem = args.str("elem", "small");
-  const int threads = static_cast<int>(args.num("threads", 1));
+  static const char* const kElems[] = {"small", "medium", "large", nullptr};
+  const std::string elem = args.choice("elem", "small", kElems);
+  const int threads = static_cast<int>(args.integer("threads", 1, 1, 256));
   // Fewer pushes for bigger elements keep the bytes moved comparable; the total is split among
   // threads so time at 1 and 4 threads compares directly.
   const long full = elem == "small" ? 100'000'000 : elem == "medium" ? 40'000'000 : 4'000'000;
   const long pushes = args.count("pushes", full, 20'000);
+  args.check_all_known();
   const long per_thread = pushes / threads;
   const std::string case_name = "elem=" + elem;
 

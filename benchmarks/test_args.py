@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Bad arguments to the benchmark binaries and to run.sh end in a clear usage error (exit 64 for
+the binaries, 2 or 1 for the runner), and a refused run leaves the results it would have replaced
+untouched.
+
+Exit 0 when every check passes, 1 otherwise.
+    test_args.py BUILD_DIR"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (binary, arguments, text the error must contain)
+BAD = [
+    ("fastpath", ["size=abc"], "size=abc: expected an integer from 16 to 1048576"),
+    ("fastpath", ["size=8"], "size=8: expected an integer from 16"),
+    ("fastpath", ["sizes=64"], "unknown argument 'sizes=64'"),
+    ("fastpath", ["iters=0"], "iters=0: expected an integer from 1"),
+    ("crossthread", ["threads=0"], "threads=0: expected an integer from 1 to 256"),
+    ("crossthread", ["mode=zz"], "mode=zz: expected one of pc|a2a"),
+    ("crossthread", ["threads=2x"], "threads=2x: expected an integer"),
+    ("vector_push", ["elem=huge"], "elem=huge: expected one of small|medium|large"),
+    ("fragmentation", ["keep_percent=101"], "keep_percent=101: expected an integer from 0 to 100"),
+    ("realloc_growth", ["max=1e3"], "max=1e3: expected an integer"),
+    ("thread_churn", ["rounds=-5"], "rounds=-5: expected an integer from 1"),
+    ("large_blocks", ["scale=0"], "scale=0: expected a number from 1e-06 to 1e+06"),
+    ("large_blocks", ["scale=nan"], "scale=nan: expected a number"),
+    ("sizeclass_xthread", ["--smoke", "thread=4"], "unknown argument 'thread=4'"),
+]
+
+
+def main():
+    build = sys.argv[1]
+    failures = []
+    for name, args, want in BAD:
+        exe = os.path.join(build, "benchmarks", "bench_" + name)
+        out = subprocess.run([exe] + args, capture_output=True, text=True, timeout=60)
+        if out.returncode != 64 or want not in out.stderr or "RESULT" in out.stdout:
+            failures.append("bench_%s %s: exit %d, stderr %r (want 64 and %r, no results)" % (
+                name, " ".join(args), out.returncode, out.stderr.strip(), want))
+    memlive = os.path.join(build, "benchmarks", "bench_memlive")  # built only with memlive
+    if os.access(memlive, os.X_OK):
+        for args, want in ((["serialise", "--threads", "0"], "--threads 0: expected an integer"),
+                           (["serialise", "--thread", "4"], "unknown option --thread")):
+            out = subprocess.run([memlive] + args, capture_output=True, text=True, timeout=60)
+            if out.returncode == 0 or want not in out.stderr or "RESULT" in out.stdout:
+                failures.append("bench_memlive %s: exit %d, stderr %r" % (
+                    " ".join(args), out.returncode, out.stderr.strip()))
+    # A valid explicit value still runs: the parser rejects only what is wrong.
+    ok = subprocess.run([os.path.join(build, "benchmarks", "bench_fastpath"), "size=64", "iters=2000"],
+                        capture_output=True, text=True, timeout=60)
+    if ok.returncode != 0 or "case=size=64" not in ok.stdout:
+        failures.append("bench_fastpath size=64 iters=2000: exit %d, %r" % (ok.returncode, ok.stderr))
+
+    # The runner: refused before anything is written over an existing results.csv.
+    with tempfile.TemporaryDirectory() as out_dir:
+        results = os.path.join(out_dir, "results.csv")
+        with open(results, "w") as f:
+            f.write("earlier results\n")
+        runner = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out_dir]
+        for extra, want in ((["--reps", "0"], "--reps must be at least 1"),
+                            (["--scale", "0"], "--scale must be from"),
+                            (["--reps"], "--reps needs a value"),
+                            (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "missing.so"),
+                            (["--workloads", "nosuch"], "no workload matches nosuch")):
+            out = subprocess.run(runner + extra, capture_output=True, text=True, timeout=60)
+            if out.returncode == 0 or want not in out.stderr:
+                failures.append("run.sh %s: exit %d, stderr %r (want non-zero and %r)" % (
+                    " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+        with open(results) as f:
+            if f.read() != "earlier results\n":
+                failures.append("a refused run changed results.csv")
+
+    for f in failures:
+        print("FAIL: " + f)
+    print("%d checks failed" % len(failures) if failures else "all argument checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
