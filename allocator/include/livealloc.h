@@ -2962,8 +2962,11 @@ struct new_slow_path {
     return new_retry(size, 0, false);
   }
 };
+// malloc_medium with new's slow paths: one call for a size above 1 KiB, as for malloc.
 LIVEALLOC_NOINLINE inline void* new_medium(std::size_t size) {
-  if (void* p = malloc_medium(size)) return p;
+  if (size <= kMaxSmall)
+    return allocate_class_as<new_slow_path>(kClassTable.v[class_index_above_1k(size)], size);
+  if (void* p = allocate_large(size, 16)) return p;
   return new_retry(size, 0, false);
 }
 // malloc_impl with new's slow path.
