@@ -278,10 +278,16 @@ namespace {
   while (malloc(opaque(1024)) != nullptr) ++n;
   if (errno != ENOMEM) _exit(2);
   if (n < (16u << 10)) _exit(3);  // at least 16 MiB: the cached 24 MiB went to segments
-  // 3. operator new of a small size throws std::bad_alloc once its class has no room either.
-  try {
-    for (;;) sink = ::operator new(opaque(64));
-  } catch (const std::bad_alloc&) {
+  // 3. operator new throws std::bad_alloc once a class has no room either: a small size (its own
+  //    slow path), then a medium one (new_medium), then a large one.
+  for (std::size_t n : {std::size_t(64), std::size_t(8192), std::size_t(1) << 20}) {
+    bool thrown = false;
+    try {
+      for (int i = 0; i < (1 << 22); ++i) sink = ::operator new(opaque(n));
+    } catch (const std::bad_alloc&) {
+      thrown = true;
+    }
+    if (!thrown) _exit(5);
   }
   if (!livealloc::detail::heap_is_valid()) _exit(4);
   _exit(0);
