@@ -2117,8 +2117,10 @@ LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
   return take_listed(h, b, cls, size, true);
 }
 
+// What malloc does when the fast path cannot serve (new_slow_path is operator new's).
 struct malloc_slow_path {
   static void* call(unsigned cls, std::size_t size) noexcept { return allocate_slow(cls, size); }
+  static void* large(std::size_t size) noexcept;  // (below allocate_large)
 };
 
 // The fast path of malloc and of operator new, which differ in their slow path only. New's never
@@ -2595,14 +2597,26 @@ LIVEALLOC_ALWAYS_INLINE void free_sized_impl(void* p, [[maybe_unused]] std::size
 
 // --- the rest of the malloc family ---------------------------------------------------------------
 
-LIVEALLOC_NOINLINE inline void* malloc_medium(std::size_t size) noexcept {
-  if (size <= kMaxSmall) return allocate_class(kClassTable.v[class_index_above_1k(size)], size);
-  return allocate_large(size, 16);
+inline void* malloc_slow_path::large(std::size_t size) noexcept { return allocate_large(size, 16); }
+
+// A size above 1 KiB, one call away from malloc_as: its class from the table, or a large block.
+template <class SlowPath>
+LIVEALLOC_NOINLINE inline void* malloc_medium(std::size_t size) noexcept(
+    noexcept(SlowPath::call(0u, std::size_t(0)))) {
+  if (size <= kMaxSmall)
+    return allocate_class_as<SlowPath>(kClassTable.v[class_index_above_1k(size)], size);
+  return SlowPath::large(size);
 }
 
+// malloc, and with new_slow_path operator new: one dispatch on the size, their slow paths apart.
+template <class SlowPath>
+LIVEALLOC_ALWAYS_INLINE void* malloc_as(std::size_t size) noexcept(
+    noexcept(SlowPath::call(0u, std::size_t(0)))) {
+  if (LIVEALLOC_LIKELY(size <= 1024)) return allocate_class_as<SlowPath>(size_class(size), size);
+  return malloc_medium<SlowPath>(size);
+}
 LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
-  if (LIVEALLOC_LIKELY(size <= 1024)) return allocate_class(size_class(size), size);
-  return malloc_medium(size);
+  return malloc_as<malloc_slow_path>(size);
 }
 
 inline std::size_t usable_size_impl(const void* p) noexcept {
@@ -2956,25 +2970,18 @@ LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, b
   }
 }
 
+// operator new's slow paths never return nullptr: the new-handler, else std::bad_alloc.
 struct new_slow_path {
   LIVEALLOC_NOINLINE static void* call(unsigned cls, std::size_t size) {
     if (void* p = allocate_slow(cls, size)) return p;
     return new_retry(size, 0, false);
   }
+  static void* large(std::size_t size) {
+    if (void* p = allocate_large(size, 16)) return p;
+    return new_retry(size, 0, false);
+  }
 };
-// malloc_medium with new's slow paths: one call for a size above 1 KiB, as for malloc.
-LIVEALLOC_NOINLINE inline void* new_medium(std::size_t size) {
-  if (size <= kMaxSmall)
-    return allocate_class_as<new_slow_path>(kClassTable.v[class_index_above_1k(size)], size);
-  if (void* p = allocate_large(size, 16)) return p;
-  return new_retry(size, 0, false);
-}
-// malloc_impl with new's slow path.
-LIVEALLOC_ALWAYS_INLINE void* new_impl(std::size_t size) {
-  if (LIVEALLOC_LIKELY(size <= 1024))
-    return allocate_class_as<new_slow_path>(size_class(size), size);
-  return new_medium(size);
-}
+LIVEALLOC_ALWAYS_INLINE void* new_impl(std::size_t size) { return malloc_as<new_slow_path>(size); }
 LIVEALLOC_ALWAYS_INLINE void* new_nothrow_impl(std::size_t size) noexcept {
   void* p = malloc_impl(size);
   if (LIVEALLOC_LIKELY(p != nullptr)) return p;

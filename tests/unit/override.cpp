@@ -279,7 +279,7 @@ namespace {
   if (errno != ENOMEM) _exit(2);
   if (n < (16u << 10)) _exit(3);  // at least 16 MiB: the cached 24 MiB went to segments
   // 3. operator new throws std::bad_alloc once a class has no room either: a small size (its own
-  //    slow path), then a medium one (new_medium), then a large one.
+  //    slow path), then a medium one (malloc_medium<new_slow_path>), then a large one.
   for (std::size_t n : {std::size_t(64), std::size_t(8192), std::size_t(1) << 20}) {
     bool thrown = false;
     try {
