@@ -637,7 +637,10 @@ def read_csv(path):
 
 
 def cmd_plotdata(args):
-    """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <file>" per file, in order."""
+    """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <metric> <file> <colours>" per
+    file, in order. A file has a column only for the allocators with a value in it (an empty
+    column makes gnuplot warn); <colours> gives each column its allocator's line colour, the same
+    in every panel (1-based positions among the allocators of the run, comma-separated)."""
     rows = read_csv(args.summary)
     os.makedirs(args.outdir, exist_ok=True)
     present = [a["name"] for a in ALLOCATORS if a["name"] != "glibc" and any(r["allocator"] == a["name"] for r in rows)]
@@ -658,15 +661,17 @@ def cmd_plotdata(args):
         label = r["case"] if len(threads_seen[r["workload"]]) == 1 else "%s %st" % (r["case"], r["threads"])
         table.setdefault((r["workload"], r["metric"]), {}).setdefault(label, {})[r["allocator"]] = value
     for (workload, metric), labels in table.items():
-        if all(v != v for vals in labels.values() for v in vals.values()):  # all NaN: nothing to draw
+        drawn = lambda vals, a: a in vals and vals[a] == vals[a]  # NaN: nothing to draw
+        columns = [a for a in present if any(drawn(vals, a) for vals in labels.values())]
+        if not columns:
             continue
         path = os.path.join(args.outdir, "%s.%s.dat" % (workload, metric))
         with open(path, "w") as f:
-            f.write("label " + " ".join('"%s"' % a for a in present) + "\n")
+            f.write("label " + " ".join('"%s"' % a for a in columns) + "\n")
             for label, vals in labels.items():
-                cells = ["%.4g" % vals[a] if a in vals else "?" for a in present]
+                cells = ["%.4g" % vals[a] if drawn(vals, a) else "?" for a in columns]
                 f.write('"%s" %s\n' % (label, " ".join(cells)))
-        print(workload, metric, path)
+        print(workload, metric, path, ",".join(str(present.index(a) + 1) for a in columns))
     return 0
 
 

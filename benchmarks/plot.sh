@@ -16,7 +16,7 @@ mkdir -p "$outdir"
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
 
-# "workload metric file" lines, grouped by workload.
+# "workload metric file colours" lines, grouped by workload.
 /usr/bin/python3 "$here/bench.py" plotdata "$summary" "$data" >"$data/index"
 
 for w in $(cut -d' ' -f1 "$data/index" | uniq); do
@@ -35,11 +35,13 @@ for w in $(cut -d' ' -f1 "$data/index" | uniq); do
     echo "set xtics rotate by -30 left noenhanced"
     echo "set key outside right top noenhanced font ',8'"
     echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of per-repetition ratios)' noenhanced"
-    awk -v w="$w" '$1 == w {print $2, $3}' "$data/index" | while read -r metric file; do
+    awk -v w="$w" '$1 == w {print $2, $3, $4}' "$data/index" | while read -r metric file colours; do
       columns=$(head -1 "$file" | wc -w)
       echo "set title '$metric' noenhanced"
       # The constant 1 draws the glibc line and keeps it inside every panel's y range.
-      echo "plot for [i=2:$columns] '$file' using i:xtic(1) title columnheader(i), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
+      # Each column in its allocator's colour, the same in every panel.
+      echo "colours = '${colours//,/ }'"
+      echo "plot for [i=2:$columns] '$file' using i:xtic(1) title columnheader(i) lc (word(colours, i-1)+0), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
     done
     echo "unset multiplot"
   } | gnuplot

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Checks plot.sh: on a real summary (the smoke run's) it draws one PNG per workload without a
+gnuplot warning; on a synthetic one, an allocator measured in only one panel gets a column in
+that panel alone and keeps its colour; without a summary it stops with a clear error.
+
+Exit 77 (skipped) without gnuplot; 0 when every check passes, 1 otherwise.
+    test_plot.py SUMMARY.csv"""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLOT = os.path.join(HERE, "plot.sh")
+BENCH = os.path.join(HERE, "bench.py")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+FIELDS = ["workload", "case", "threads", "metric", "unit", "better", "allocator", "n", "median",
+          "min", "max", "q1", "q3", "ratio_to_glibc", "ratio_to_livealloc", "paired_to_glibc",
+          "paired_to_glibc_min", "paired_to_glibc_max", "paired_to_livealloc"]
+
+
+def synthetic(path):
+    """Two workloads: `w` with a throughput panel for every allocator and a peak_rss panel that
+    jemalloc lacks; `v` measured by livealloc and tcmalloc only."""
+    rows = []
+
+    def row(workload, metric, better, allocator, ratio):
+        rows.append(dict(zip(FIELDS, [workload, "c", "1", metric, "x", better, allocator, "1", "1",
+                                      "1", "1", "1", "1", str(ratio), "1", str(ratio), str(ratio),
+                                      str(ratio), "1"])))
+    for a, r in [("glibc", 1), ("livealloc", 2), ("mimalloc", 1.5), ("jemalloc", 0.5),
+                 ("tcmalloc", 1.8)]:
+        row("w", "ops_per_s", "higher", a, r)
+        if a != "jemalloc":
+            row("w", "peak_rss", "lower", a, r)
+    for a, r in [("glibc", 1), ("livealloc", 4), ("tcmalloc", 2)]:
+        row("v", "ops_per_s", "higher", a, r)
+    with open(path, "w", newline="") as f:
+        f.write("# synthetic summary for test_plot.py\n")
+        w = csv.DictWriter(f, FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def main():
+    summary = sys.argv[1]
+    if not shutil.which("gnuplot"):
+        print("skipped: gnuplot is not installed")
+        return 77
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # The real summary: every workload drawn, nothing on stderr.
+        out = subprocess.run(["bash", PLOT, summary, os.path.join(tmp, "plots")],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            failures.append("plot.sh exit code %d: %s" % (out.returncode, out.stderr.strip()))
+        if out.stderr.strip():
+            failures.append("plot.sh wrote to stderr: " + out.stderr.strip()[:400])
+        with open(summary) as f:
+            workloads = {r["workload"] for r in csv.DictReader(l for l in f if not l.startswith("#"))}
+        if len(workloads) < 5:
+            failures.append("the summary names only %d workloads" % len(workloads))
+        for w in sorted(workloads):
+            png = os.path.join(tmp, "plots", w + ".png")
+            if not os.path.exists(png):
+                failures.append("no plot for " + w)
+                continue
+            with open(png, "rb") as f:
+                data = f.read()
+            if not data.startswith(PNG_SIGNATURE) or len(data) < 2000:
+                failures.append("%s is not a drawn PNG (%d bytes)" % (png, len(data)))
+
+        # A synthetic summary: columns only where an allocator has values, colours kept.
+        syn = os.path.join(tmp, "syn.csv")
+        synthetic(syn)
+        data = os.path.join(tmp, "data")
+        out = subprocess.run([sys.executable, BENCH, "plotdata", syn, data], capture_output=True,
+                             text=True, timeout=60)
+        index = {tuple(l.split()[:2]): l.split()[2:] for l in out.stdout.splitlines()}
+        # Allocators of the run after glibc, in the runner's order: livealloc, mimalloc,
+        # jemalloc, tcmalloc, so their colours are 1, 2, 3 and 4.
+        want = {("w", "ops_per_s"): ('label "livealloc" "mimalloc" "jemalloc" "tcmalloc"', "1,2,3,4"),
+                ("w", "peak_rss"): ('label "livealloc" "mimalloc" "tcmalloc"', "1,2,4"),
+                ("v", "ops_per_s"): ('label "livealloc" "tcmalloc"', "1,4")}
+        for key, (header, colours) in want.items():
+            if key not in index:
+                failures.append("plotdata wrote no file for %s %s: %s" % (key + (out.stderr,)))
+                continue
+            path, got_colours = index[key][0], ",".join(index[key][1:])
+            with open(path) as f:
+                lines = f.read().splitlines()
+            if lines[0] != header or got_colours != colours:
+                failures.append("%s %s: header %r colours %s, want %r %s" %
+                                (key + (lines[0], got_colours, header, colours)))
+        # peak_rss is "lower is better": drawn as glibc/allocator, so tcmalloc's 1.8 becomes 0.5556.
+        if ("w", "peak_rss") in index:
+            with open(index[("w", "peak_rss")][0]) as f:
+                cells = f.read().splitlines()[1].split()
+            if cells[1:] != ["0.5", "0.6667", "0.5556"]:
+                failures.append("peak_rss cells %s, want 0.5 0.6667 0.5556" % cells[1:])
+        out = subprocess.run(["bash", PLOT, syn, os.path.join(tmp, "syn-plots")],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0 or out.stderr.strip():
+            failures.append("plot.sh on the synthetic summary: exit %d, stderr %r" %
+                            (out.returncode, out.stderr.strip()[:400]))
+
+        # No summary: a clear error, nothing drawn.
+        out = subprocess.run(["bash", PLOT, os.path.join(tmp, "missing.csv"), os.path.join(tmp, "x")],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 or "run benchmarks/run.sh first" not in out.stderr:
+            failures.append("plot.sh without a summary: exit %d, stderr %r" %
+                            (out.returncode, out.stderr.strip()))
+        if os.path.exists(os.path.join(tmp, "x")):
+            failures.append("plot.sh without a summary created its output folder")
+
+    for f in failures:
+        print("FAIL: " + f)
+    print("%d failures" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
