@@ -628,20 +628,52 @@ def ratio(a, b, metric):
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading results and summary files back (verdict, table, plotdata, summarize).
+
+RESULT_COLUMNS = ("rep", "allocator", "workload", "case", "threads", "metric", "unit", "value")
+SUMMARY_COLUMNS = ("workload", "case", "threads", "metric", "better", "allocator", "ratio_to_glibc",
+                   "paired_to_glibc")
+
+
+def load_rows(command, path, columns, kind):
+    """The rows of a results or summary CSV of run.sh and its comment lines. A file that cannot be
+    read, has no rows, lacks one of `columns` or holds a non-number where a value or ratio belongs
+    ends the command with a message naming the file (exit 1)."""
+    def fail(message):
+        print("%s: %s" % (command, message), file=sys.stderr)
+        sys.exit(1)
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        fail("cannot read %s: %s" % (path, e))
+    if not rows:
+        fail("no rows in %s" % path)
+    missing = [c for c in columns if c not in rows[0]]
+    if missing:
+        fail("%s is not a %s of run.sh (no column %s)" % (path, kind, ", ".join(missing)))
+    numbers = [c for c in rows[0] if c == "value" or c.startswith(("ratio_", "paired_"))]
+    for i, r in enumerate(rows):
+        for c in numbers:
+            try:
+                if r[c] not in ("", None):
+                    float(r[c])
+            except (TypeError, ValueError):
+                fail("%s, row %d: %s %r is not a number" % (path, i + 1, c, r[c]))
+    return rows, [l for l in lines if l.startswith("#")]
+
+
+# ---------------------------------------------------------------------------------------------
 # Plot data: one file per (workload, metric), one row per case, one column per allocator, values
 # oriented so that > 1 always means "better than glibc" (lower-is-better metrics inverted).
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(l for l in f if not l.startswith("#")))
-
 
 def cmd_plotdata(args):
     """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <metric> <file> <colours>" per
     file, in order. A file has a column only for the allocators with a value in it (an empty
     column makes gnuplot warn); <colours> gives each column its allocator's line colour, the same
     in every panel (1-based positions among the allocators of the run, comma-separated)."""
-    rows = read_csv(args.summary)
+    rows, _ = load_rows("plotdata", args.summary, SUMMARY_COLUMNS, "summary.csv")
     os.makedirs(args.outdir, exist_ok=True)
     present = [a["name"] for a in ALLOCATORS if a["name"] != "glibc" and any(r["allocator"] == a["name"] for r in rows)]
     # `time` only mirrors the throughput of the same run; drawing both would double every panel.
@@ -677,17 +709,15 @@ def cmd_plotdata(args):
 
 def cmd_summarize(args):
     """Rebuilds a summary from a raw results file (its header block carries over)."""
-    with open(args.results) as f:
-        lines = f.read().splitlines()
-    facts = [l for l in lines if l.startswith("#")][1:]
-    rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    rows, comments = load_rows("summarize", args.results, RESULT_COLUMNS, "results.csv")
+    facts = comments[1:]
     write_summary(rows, args.summary, ["# livealloc benchmarks: summary (median over repetitions)"] + facts)
     return 0
 
 
 def cmd_table(args):
     """A Markdown table of ratios to glibc (paired, where the summary has them), for README.md."""
-    rows = read_csv(args.summary)
+    rows, _ = load_rows("table", args.summary, SUMMARY_COLUMNS, "summary.csv")
     present = [a["name"] for a in ALLOCATORS if any(r["allocator"] == a["name"] for r in rows)]
     wanted = set(args.metrics.split(",")) if args.metrics else None
     table = {}
@@ -765,32 +795,11 @@ def gmean_of_medians(ratios):
     return gmean([statistics.median(v) for v in ratios.values()])
 
 
-RESULT_COLUMNS = ("rep", "allocator", "workload", "case", "threads", "metric", "value")
-
-
 def cmd_verdict(args):
-    try:
-        with open(args.results) as f:
-            lines = f.read().splitlines()
-        rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        print("verdict: cannot read %s: %s" % (args.results, e), file=sys.stderr)
-        return 1
-    if not rows:
-        print("verdict: no rows in %s" % args.results, file=sys.stderr)
-        return 1
-    missing = [c for c in RESULT_COLUMNS if c not in rows[0]]
-    if missing:
-        print("verdict: %s is not a results.csv of run.sh (no column %s)" % (args.results, ", ".join(missing)),
-              file=sys.stderr)
-        return 1
-    try:
-        for r in rows:
-            r["value"] = float(r["value"])
-    except (TypeError, ValueError):
-        print("verdict: %s: value %r is not a number" % (args.results, r["value"]), file=sys.stderr)
-        return 1
-    facts = dict(l[2:].split(": ", 1) for l in lines if l.startswith("# ") and ": " in l)
+    rows, comments = load_rows("verdict", args.results, RESULT_COLUMNS, "results.csv")
+    for r in rows:
+        r["value"] = float(r["value"])
+    facts = dict(l[2:].split(": ", 1) for l in comments if l.startswith("# ") and ": " in l)
     print("# Verdict: livealloc against the peers\n")
     print("Run of %s, commit %s, %s; `bench.py verdict` over its %d rows.\n"
           % (facts.get("date", "?"), facts.get("repository", "?"), facts.get("mode", "?"), len(rows)))
@@ -1077,6 +1086,10 @@ def main():
     args = p.parse_args()
     commands = {"run": cmd_run, "summarize": cmd_summarize, "plotdata": cmd_plotdata, "table": cmd_table,
                 "verdict": cmd_verdict, "profile": cmd_profile, "list": cmd_list}
+    if args.cmd in ("plotdata", "table", "verdict", "list"):
+        # Printing commands end quietly when their reader does (`bench.py table ... | head`);
+        # not `run`, whose sockets to memlive must not kill it.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     return commands[args.cmd](args)
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Bad arguments to the benchmark binaries and to run.sh end in a clear usage error (exit 64 for
 the binaries, 2 or 1 for the runner), and a refused run leaves the results it would have replaced
-untouched.
+untouched. Bad results or summary files given to bench.py's plotdata, table, summarize and
+verdict end in a one-line error naming the file, and write nothing.
 
 Exit 0 when every check passes, 1 otherwise.
     test_args.py BUILD_DIR"""
@@ -72,6 +73,35 @@ def main():
         with open(results) as f:
             if f.read() != "earlier results\n":
                 failures.append("a refused run changed results.csv")
+
+    # bench.py's readers of results and summary files: a bad file is named in one line of
+    # stderr, never a traceback, and nothing is written.
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {"missing.csv": None, "empty.csv": "workload,case,threads,metric,better,allocator,"
+                 "ratio_to_glibc,paired_to_glibc,rep,unit,value\n",
+                 "other.csv": "a,b\n1,2\n",
+                 "nan.csv": "workload,case,threads,metric,better,allocator,ratio_to_glibc,"
+                 "paired_to_glibc,rep,unit,value\nw,c,1,m,higher,glibc,fast,1,1,s,zz\n"}
+        want = {"missing.csv": "cannot read", "empty.csv": "no rows", "other.csv": "(no column",
+                "nan.csv": "is not a number"}
+        for name, text in files.items():
+            if text is not None:
+                with open(os.path.join(tmp, name), "w") as f:
+                    f.write(text)
+        bench = [sys.executable, os.path.join(HERE, "bench.py")]
+        for command in ("plotdata", "table", "summarize", "verdict"):
+            for name in files:
+                path = os.path.join(tmp, name)
+                out_path = os.path.join(tmp, "out-" + command)
+                extra = {"plotdata": [out_path], "summarize": [out_path]}.get(command, [])
+                out = subprocess.run(bench + [command, path] + extra, capture_output=True, text=True,
+                                     timeout=60)
+                if (out.returncode == 0 or "Traceback" in out.stderr or
+                        not out.stderr.startswith(command + ": ") or want[name] not in out.stderr):
+                    failures.append("bench.py %s %s: exit %d, stderr %r (want %r)" % (
+                        command, name, out.returncode, out.stderr.strip()[-300:], want[name]))
+                if os.path.exists(out_path):
+                    failures.append("bench.py %s %s wrote %s" % (command, name, out_path))
 
     for f in failures:
         print("FAIL: " + f)
