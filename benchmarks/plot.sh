@@ -9,6 +9,12 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+usage="usage: benchmarks/plot.sh [SUMMARY.csv] [OUTDIR]   (defaults: benchmarks/results/summary.csv, <its folder>/plots/)"
+case "${1:-}" in
+  -h | --help) echo "$usage"; exit 0 ;;
+  -*) echo "plot.sh: unknown option $1" >&2; echo "$usage" >&2; exit 2 ;;
+esac
+(($# <= 2)) || { echo "plot.sh: at most two arguments" >&2; echo "$usage" >&2; exit 2; }
 summary="${1:-$here/results/summary.csv}"
 [[ -f "$summary" ]] || { echo "plot.sh: no $summary (run benchmarks/run.sh first)" >&2; exit 1; }
 outdir="${2:-$(dirname "$summary")/plots}"

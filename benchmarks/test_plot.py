@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks plot.sh: on a real summary (the smoke run's) it draws one PNG per workload without a
 gnuplot warning; on a synthetic one, an allocator measured in only one panel gets a column in
-that panel alone and keeps its colour; without a summary it stops with a clear error.
+that panel alone and keeps its colour; without a summary, or with bad arguments, it stops with a
+clear error.
 
 Exit 77 (skipped) without gnuplot; 0 when every check passes, 1 otherwise.
     test_plot.py SUMMARY.csv"""
@@ -115,6 +116,14 @@ def main():
                             (out.returncode, out.stderr.strip()))
         if os.path.exists(os.path.join(tmp, "x")):
             failures.append("plot.sh without a summary created its output folder")
+        # Usage: --help prints it; an unknown option or a third argument is a usage error.
+        for args, code, text in ((["--help"], 0, "usage: benchmarks/plot.sh"),
+                                 (["-x"], 2, "unknown option -x"),
+                                 ([summary, os.path.join(tmp, "y"), "extra"], 2, "at most two")):
+            out = subprocess.run(["bash", PLOT] + args, capture_output=True, text=True, timeout=60)
+            if out.returncode != code or text not in out.stdout + out.stderr:
+                failures.append("plot.sh %s: exit %d, %r (want %d and %r)" % (
+                    " ".join(args), out.returncode, (out.stdout + out.stderr).strip(), code, text))
 
     for f in failures:
         print("FAIL: " + f)
