@@ -17,6 +17,10 @@ build="$repo/build" out="$here/results" reps=3 smoke=0 do_build=1
 command_line="benchmarks/memlive_bench.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
+    --reps | --build-dir | --out)
+      [ $# -ge 2 ] || { echo "memlive_bench.sh: $1 needs a value (try --help)" >&2; exit 2; } ;;
+  esac
+  case $1 in
     --smoke) smoke=1 ;;
     --reps) reps=$2; shift ;;
     --build-dir) build=$2; shift ;;
@@ -27,6 +31,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+[[ $reps =~ ^[0-9]+$ ]] && [ "$reps" -ge 1 ] && [ "$reps" -le 100 ] ||
+  { echo "memlive_bench.sh: --reps must be an integer from 1 to 100 (got '$reps')" >&2; exit 2; }
 if [ "$do_build" = 1 ]; then
   [ -f "$build/CMakeCache.txt" ] || cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build" --target bench_memlive memlive

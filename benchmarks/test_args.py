@@ -73,6 +73,16 @@ def main():
         with open(results) as f:
             if f.read() != "earlier results\n":
                 failures.append("a refused run changed results.csv")
+        # memlive_bench.sh: the same refusals, before it builds or measures anything.
+        mlb = [os.path.join(HERE, "memlive_bench.sh"), "--no-build", "--build-dir", build]
+        for extra, want in ((["--reps", "0"], "--reps must be an integer from 1 to 100"),
+                            (["--reps", "2x"], "--reps must be an integer"),
+                            (["--out"], "--out needs a value"),
+                            (["--bogus"], "unknown option --bogus")):
+            out = subprocess.run(mlb + extra, capture_output=True, text=True, timeout=60)
+            if out.returncode != 2 or want not in out.stderr:
+                failures.append("memlive_bench.sh %s: exit %d, stderr %r (want 2 and %r)" % (
+                    " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
 
     # bench.py's readers of results and summary files: a bad file is named in one line of
     # stderr, never a traceback, and nothing is written.
