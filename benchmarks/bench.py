@@ -77,6 +77,7 @@ CASES = (
     + [bench_case("vector_push", "elem=%s" % e, "threads=%d" % t) for e in ("small", "medium", "large") for t in (1, 4)]
     + [bench_case("sizeclass_xthread", "threads=%d" % t) for t in (2, 4)]
     + [bench_case("fragmentation")]
+    + [bench_case("pool_idle")]
     + [{"workload": "python", "kind": "python", "args": []}]
     + [{"workload": "true", "kind": "true", "args": []}]
 )
@@ -741,7 +742,7 @@ def cmd_table(args):
 # repetition's runs are back to back) and comes with its spread.
 
 PEERS = ("mimalloc", "jemalloc", "tcmalloc", "glibc")
-NOT_SPEED = {"fragmentation", "true"}  # time there is not what the workload measures
+NOT_SPEED = {"fragmentation", "pool_idle", "true"}  # time there is not what the workload measures
 
 
 def gmean(xs):

@@ -29,6 +29,8 @@ BAD = [
     ("large_blocks", ["scale=0"], "scale=0: expected a number from 1e-06 to 1e+06"),
     ("large_blocks", ["scale=nan"], "scale=nan: expected a number"),
     ("sizeclass_xthread", ["--smoke", "thread=4"], "unknown argument 'thread=4'"),
+    ("pool_idle", ["idle_ms=-1"], "idle_ms=-1: expected an integer from 0 to 600000"),
+    ("pool_idle", ["threads=300"], "threads=300: expected an integer from 1 to 256"),
 ]
 
 

@@ -304,6 +304,10 @@ struct spinlock {
       while (word.load(std::memory_order_relaxed) != 0) sched_yield();
     }
   }
+  bool try_lock() noexcept {
+    return word.load(std::memory_order_relaxed) == 0 &&
+           word.exchange(1, std::memory_order_acquire) == 0;
+  }
   void unlock() noexcept { word.store(0, std::memory_order_release); }
 };
 
@@ -792,8 +796,10 @@ enum heap_state : int { kHeapNew = 0, kHeapOwned = 1, kHeapAbandoned = 2, kHeapC
                         kHeapForeign = 4 };
 
 // One per thread. Everything but `inbox` and `state` is touched only by the owning thread (or
-// by whoever holds kHeapClaimed on an abandoned heap). Heaps are never unmapped: the heap of an
-// exited thread goes to a pool and the next new thread adopts it with its pages.
+// by whoever holds kHeapClaimed on an abandoned heap), except the segments, their units and the
+// purge fields: those change under `units_lock`, which another thread also takes to purge the
+// dirty units of a heap whose thread stopped allocating (idle_purge). Heaps are never unmapped:
+// the heap of an exited thread goes to a pool and the next new thread adopts it with its pages.
 struct heap {
   // The public part, at the start of the heap's telemetry slot (see telemetry::slot_header).
   telemetry::slot_header pub = {};
@@ -821,9 +827,12 @@ struct heap {
   heap* next_pool = nullptr;
   std::uint64_t options_seen = 0;
   std::uint64_t trim_seen = 0;
-  std::uint64_t purge_deadline = 0;  // now_ms() after which dirty free units go back to the OS
-  std::uint64_t last_release = 0;    // now_ms() of the latest span released dirty
-  bool purge_pending = false;
+  // now_ms() after which dirty free units go back to the OS, when purge_pending. Written under
+  // units_lock; read without it by the owner's slow path and by idle_purge.
+  std::atomic<std::uint64_t> purge_deadline{0};
+  std::atomic<bool> purge_pending{false};
+  alignas(64) spinlock units_lock;  // the segment list, every segment's unit bitmaps, the purge
+  std::uint64_t last_release = 0;   // now_ms() of the latest span released dirty (units_lock)
   std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
   std::uint32_t batch = 32;
   std::uint32_t slot = 0;             // index in the telemetry segment
@@ -929,6 +938,9 @@ struct global_state {
   // Exited threads' heaps keep their dirty units for purge_delay ms, so the next thread that
   // adopts one does not fault its pages in again: the earliest of their purge deadlines (0: none).
   std::atomic<std::uint64_t> pool_purge_deadline{0};
+  // Live threads' heaps with dirty units: the earliest time at which one of them has kept its
+  // units a whole delay past its own deadline without purging them (0: none; see idle_purge).
+  std::atomic<std::uint64_t> idle_purge_deadline{0};
   std::atomic<std::size_t> large_count{0};
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
@@ -1100,10 +1112,11 @@ inline void segment_release(heap* h, segment* s) noexcept {
   os_unmap(s, kSegmentSize);
 }
 
-inline page* page_alloc(heap* h, unsigned cls) noexcept {
-  const unsigned n = class_units(cls);
+// Takes a run of n free units for a new span, from a new segment if none has one; nullptr when
+// the OS gives no memory. Under units_lock.
+inline segment* units_take(heap* h, unsigned n, int& idx) noexcept {
   segment* s = h->segments;
-  int idx = -1;
+  idx = -1;
   // Units released recently are still resident: reusing them, in any segment, costs no page
   // faults.
   for (; s && s->free_units; s = s->next)
@@ -1127,6 +1140,17 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
   s->dirty_old &= s->dirty_units;
   s->used_units += n;
+  return s;
+}
+
+inline page* page_alloc(heap* h, unsigned cls) noexcept {
+  const unsigned n = class_units(cls);
+  int idx;
+  segment* s;
+  {
+    lock_guard guard(h->units_lock);
+    if (!(s = units_take(h, n, idx))) return nullptr;
+  }
   page* pg = &s->pages[idx];
   for (unsigned i = 1; i < n; ++i) s->pages[idx + i].span = pg;
   pg->span = pg;
@@ -1156,6 +1180,25 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
 
 inline void heap_purge(heap* h, bool all) noexcept;
 
+// Keeps in `slot` the earliest of the deadlines noted (0: none).
+inline void note_deadline(std::atomic<std::uint64_t>& slot, std::uint64_t deadline) noexcept {
+  std::uint64_t cur = slot.load(std::memory_order_relaxed);
+  while ((cur == 0 || deadline < cur) &&
+         !slot.compare_exchange_weak(cur, deadline, std::memory_order_seq_cst,
+                                     std::memory_order_relaxed)) {
+  }
+}
+
+// The heap's dirty units go back to the OS at its first slow path after `deadline`; if its thread
+// has none by a delay later (it stopped allocating), another thread's purges them (idle_purge).
+// Under units_lock.
+inline void purge_schedule(heap* h, std::uint64_t deadline) noexcept {
+  h->purge_deadline.store(deadline, std::memory_order_relaxed);
+  h->purge_pending.store(true, std::memory_order_seq_cst);
+  note_deadline(g.idle_purge_deadline,
+                deadline + static_cast<std::uint64_t>(option(opt_purge_delay)));
+}
+
 // Gives a page's span back to its segment; its memory goes back to the OS now (purge_delay 0) or
 // at the first slow path after the delay, unless a new page reuses it first.
 inline void page_release(heap* h, page* pg) noexcept {
@@ -1177,13 +1220,6 @@ inline void page_release(heap* h, page* pg) noexcept {
     if (touched) os_decommit(page_start(pg), touched);
     sub(g_proc->committed_bytes, std::size_t(n) << kUnitShift);
     add(g_proc->purges, 1);
-  } else {
-    s->dirty_units |= unit_mask(idx, n);
-    h->last_release = now_ms();
-    if (!h->purge_pending) {
-      h->purge_pending = true;
-      h->purge_deadline = h->last_release + delay;
-    }
   }
   for (unsigned i = 0; i < n; ++i) {
     s->pages[idx + i].span = nullptr;
@@ -1194,6 +1230,12 @@ inline void page_release(heap* h, page* pg) noexcept {
   pg->free = pg->local_free = nullptr;
   pg->used = pg->reserved = pg->capacity = 0;
   pg->in_full = pg->kept_empty = 0;
+  lock_guard guard(h->units_lock);
+  if (delay != 0) {
+    s->dirty_units |= unit_mask(idx, n);
+    h->last_release = now_ms();
+    if (!h->purge_pending.load(std::memory_order_relaxed)) purge_schedule(h, h->last_release + delay);
+  }
   if (s->free_units == 0 && s != h->segments) {
     segment_unlink(h, s);
     segment_push_front(h, s);
@@ -1208,10 +1250,10 @@ inline void page_release(heap* h, page* pg) noexcept {
 // while releases go on, only the units already dirty at the previous check go, so none goes back
 // right after its release (a program that frees and reallocates in bursts would fault it straight
 // back in).
-inline void heap_purge(heap* h, bool all) noexcept {
+inline void heap_purge_locked(heap* h, bool all) noexcept {
   const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
   if (!all && now_ms() >= h->last_release + delay) all = true;
-  h->purge_pending = false;
+  h->purge_pending.store(false, std::memory_order_relaxed);
   bool purged = false, remaining = false;
   for (segment* s = h->segments; s;) {
     segment* next = s->next;
@@ -1235,10 +1277,11 @@ inline void heap_purge(heap* h, bool all) noexcept {
     s = next;
   }
   if (purged) add(g_proc->purges, 1);
-  if (remaining) {
-    h->purge_pending = true;
-    h->purge_deadline = now_ms() + delay;
-  }
+  if (remaining) purge_schedule(h, now_ms() + delay);
+}
+inline void heap_purge(heap* h, bool all) noexcept {
+  lock_guard guard(h->units_lock);
+  heap_purge_locked(h, all);
 }
 
 // Carves the next blocks of a span into its free list.
@@ -1545,6 +1588,7 @@ inline void overflow_publish(heap* h) noexcept {
 // Everything the slow path does before looking for a page.
 inline bool large_cache_sweep(bool all) noexcept;
 inline void pool_purge(std::uint64_t now) noexcept;
+inline void idle_purge(heap* self, std::uint64_t now) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -1555,21 +1599,17 @@ inline void heap_maintain(heap* h) noexcept {
   }
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
   std::uint64_t pool_deadline = g.pool_purge_deadline.load(std::memory_order_relaxed);
-  if (h->purge_pending || large_deadline != 0 || pool_deadline != 0) {
+  std::uint64_t idle_deadline = g.idle_purge_deadline.load(std::memory_order_relaxed);
+  const bool pending = h->purge_pending.load(std::memory_order_relaxed);
+  if (pending || large_deadline != 0 || pool_deadline != 0 || idle_deadline != 0) {
     std::uint64_t now = now_ms();
-    if (h->purge_pending && now >= h->purge_deadline) heap_purge(h, false);
+    if (pending && now >= h->purge_deadline.load(std::memory_order_relaxed)) heap_purge(h, false);
     if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
     if (pool_deadline != 0 && now >= pool_deadline) pool_purge(now);
+    if (idle_deadline != 0 && now >= idle_deadline) idle_purge(h, now);
   }
   outbox_flush(h);
   heap_drain_inbox(h);
-}
-
-inline void pool_note_deadline(std::uint64_t deadline) noexcept {
-  std::uint64_t cur = g.pool_purge_deadline.load(std::memory_order_relaxed);
-  while ((cur == 0 || deadline < cur) &&
-         !g.pool_purge_deadline.compare_exchange_weak(cur, deadline, std::memory_order_relaxed)) {
-  }
 }
 
 // Gives back everything the heap of an exited thread (or one being trimmed) holds: its lists go
@@ -1581,7 +1621,8 @@ inline void heap_collect(heap* h, bool purge_now) noexcept {
   heap_flush_recent(h);
   heap_release_empty(h, 0, true);
   if (purge_now) heap_purge(h, true);
-  else if (h->purge_pending) pool_note_deadline(h->purge_deadline);
+  else if (h->purge_pending.load(std::memory_order_relaxed))
+    note_deadline(g.pool_purge_deadline, h->purge_deadline.load(std::memory_order_relaxed));
 }
 
 inline void heap_try_collect_abandoned(heap* h, bool purge_now) noexcept {
@@ -1603,13 +1644,46 @@ inline void pool_purge(std::uint64_t now) noexcept {
     if (!p->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
                                           std::memory_order_relaxed))
       continue;  // being collected: the collector notes its deadline again
-    if (p->purge_pending) {
-      if (now >= p->purge_deadline) heap_purge(p, true);
-      else if (next == 0 || p->purge_deadline < next) next = p->purge_deadline;
+    if (p->purge_pending.load(std::memory_order_relaxed)) {
+      const std::uint64_t due = p->purge_deadline.load(std::memory_order_relaxed);
+      if (now >= due) heap_purge(p, true);
+      else if (next == 0 || due < next) next = due;
     }
     p->state.store(kHeapAbandoned, std::memory_order_release);
   }
-  if (next) pool_note_deadline(next);
+  if (next) note_deadline(g.pool_purge_deadline, next);
+}
+
+// Purges other live threads' heaps whose dirty units have waited a whole delay past their
+// deadline: their threads stopped allocating (a pool's workers after a burst, a thread blocked
+// on I/O), so no slow path of theirs purges them. Runs at a slow path of any thread after the
+// earliest such time; a heap whose thread holds its units_lock just now is left to that thread.
+// With `all`, every other live heap's dirty units go now, deadline or not (trim).
+inline bool purge_others(heap* self, std::uint64_t now, bool all) noexcept {
+  const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
+  std::uint64_t next = 0;
+  bool purged = false;
+  for (heap* x = g.all_heaps.load(std::memory_order_acquire); x; x = x->next_all) {
+    if (x == self || x->state.load(std::memory_order_relaxed) != kHeapOwned) continue;
+    if (!x->purge_pending.load(std::memory_order_seq_cst)) continue;
+    const std::uint64_t due = x->purge_deadline.load(std::memory_order_relaxed) + delay;
+    if ((all || now >= due) && x->units_lock.try_lock()) {
+      if (x->purge_pending.load(std::memory_order_relaxed)) {
+        heap_purge_locked(x, true);
+        purged = true;
+      }
+      x->units_lock.unlock();
+      continue;
+    }
+    const std::uint64_t again = due > now ? due : now + (delay ? delay : 1);
+    if (next == 0 || again < next) next = again;
+  }
+  if (next) note_deadline(g.idle_purge_deadline, next);
+  return purged;
+}
+inline void idle_purge(heap* self, std::uint64_t now) noexcept {
+  g.idle_purge_deadline.store(0, std::memory_order_seq_cst);
+  purge_others(self, now, false);
 }
 
 inline void pool_push(heap* h) noexcept {
@@ -1887,6 +1961,7 @@ inline void fork_child() noexcept {
   table_fork_child();
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
+    h->units_lock.unlock();  // a parent thread may have been purging it (purge_others)
     if (h == tls_heap) {
       ++owned;
       h->pub.tid.store(static_cast<std::int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
@@ -2776,6 +2851,8 @@ inline bool trim_impl() noexcept {
     heap_purge(h, true);
     released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
+  // Other threads empty their lists at their next slow path; what they already released goes now.
+  released |= purge_others(h, now_ms(), true);
   return release_caches() || released;
 }
 
@@ -2882,6 +2959,7 @@ inline bool heap_is_valid() noexcept {
     if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
   }
   segment* last = nullptr;
+  lock_guard guard(h->units_lock);
   for (segment* s = h->segments; s; last = s, s = s->next) {
     if (s->magic != kMagic || s->owner != h) return fail("segment header");
     if (s->prev != last) return fail("segment list links");

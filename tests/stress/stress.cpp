@@ -4,6 +4,8 @@
 //   stress all_to_all T SCALE ITER         every thread frees blocks every other thread made
 //   stress churn T SCALE ITER              ITER short-lived threads, T at a time
 //   stress fork T SCALE ITER               fork ITER times while T threads allocate
+//   stress purge T SCALE ITER              T threads release and retake spans while the others
+//                                          purge their dirty units (idle purge, trim)
 #include <livealloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -295,11 +297,46 @@ void fork_test(int threads, std::size_t scale, long forks) {
   std::printf("fork: %ld forks with %d threads allocating\n", forks, threads);
 }
 
+// T threads each ITER times build SCALE blocks of 4-64 KiB (whole spans), check and free them, and
+// every few rounds pause without allocating; with purge_delay 1 ms and no kept pages every
+// release leaves dirty units, and every slow path of one thread purges the others' (idle_purge),
+// one thread also trims. A purge that reached units their owner had taken again would zero live
+// blocks: the patterns catch it.
+void purge_test(int threads, std::size_t scale, long rounds) {
+  long long delay = 0, recycle = 0;
+  la::get_option("purge_delay", &delay);
+  la::get_option("page_recycle", &recycle);
+  if (la::set_option("purge_delay", 1) != la::option_status::ok ||
+      la::set_option("page_recycle", 0) != la::option_status::ok)
+    fail("cannot set the purge options");
+  const std::size_t madvise_before = la::get_stats().madvise_calls;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([=] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 100);
+      std::vector<item> mine;
+      for (long r = 0; r < rounds; ++r) {
+        for (std::size_t i = 0; i < scale; ++i) mine.push_back(make(4096 + rng() % 61440, rng()));
+        for (item it : mine) check_and_free(it);
+        mine.clear();
+        if (r % 8 == static_cast<long>(t) % 8) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        if (t == 0 && r % 16 == 0) la::trim();
+      }
+      if (!la::detail::heap_is_valid()) fail("heap invalid after purges");
+    });
+  for (auto& th : ts) th.join();
+  const std::size_t madvise_calls = la::get_stats().madvise_calls - madvise_before;
+  if (madvise_calls == 0) fail("nothing was purged");
+  la::set_option("purge_delay", delay);
+  la::set_option("page_recycle", recycle);
+  std::printf("purge: %d threads, %ld rounds, %zu madvise calls\n", threads, rounds, madvise_calls);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s producer_consumer|all_to_all|churn|fork THREADS SCALE ITER\n",
+    std::fprintf(stderr, "usage: %s producer_consumer|all_to_all|churn|fork|purge THREADS SCALE ITER\n",
                  argv[0]);
     return 2;
   }
@@ -315,6 +352,7 @@ int main(int argc, char** argv) {
   else if (mode == "all_to_all") all_to_all(threads, scale, iter);
   else if (mode == "churn") churn(threads, scale, iter);
   else if (mode == "fork") fork_test(threads, scale, iter);
+  else if (mode == "purge") purge_test(threads, scale, iter);
   else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

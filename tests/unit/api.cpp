@@ -334,6 +334,73 @@ TEST_CASE("an exited thread's pages stay for the purge delay, for the next threa
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
+// A live thread that frees its pages and then stops allocating (a pool worker after a burst) never
+// reaches the slow path that would purge them; `idle` runs one, holds it idle until `stop`.
+struct idle_worker {
+  std::atomic<la::detail::heap*> heap{nullptr};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  idle_worker() {
+    thread = std::thread([this] {
+      std::vector<void*> v;
+      for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages
+      for (void* p : v) la::deallocate(p);
+      std::vector<void*>().swap(v);
+      heap.store(la::detail::tls_heap);
+      while (!stop.load()) usleep(1000);  // allocates nothing
+    });
+    while (!heap.load()) usleep(1000);
+  }
+  ~idle_worker() {
+    stop.store(true);
+    thread.join();
+  }
+};
+
+TEST_CASE("a live thread's released pages go back once it has been idle a delay past its deadline") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 100) == la::option_status::ok);
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  {
+    idle_worker w;
+    la::detail::heap* h = w.heap.load();
+    CHECK(h->purge_pending.load());
+    const std::size_t madvise_before = la::get_stats().madvise_calls;
+    // A slow path of this thread (a class it has no page of) right away leaves them: they are
+    // the worker's, kept for its own reuse within the delay.
+    std::vector<void*> v;
+    for (int i = 0; i < 8; ++i) v.push_back(la::allocate(200000));
+    CHECK(la::get_stats().madvise_calls == madvise_before);
+    CHECK(h->purge_pending.load());
+    // Two delays later the worker has still not purged them: this thread's next slow path does.
+    usleep(350 * 1000);
+    for (int i = 0; i < 8; ++i) v.push_back(la::allocate(180000));
+    CHECK(la::get_stats().madvise_calls > madvise_before);
+    CHECK_FALSE(h->purge_pending.load());
+    for (void* p : v) la::deallocate(p);
+  }
+  CHECK(la::detail::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("trim purges what other live threads released, without waiting for their slow path") {
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  {
+    idle_worker w;
+    la::detail::heap* h = w.heap.load();
+    CHECK(h->purge_pending.load());
+    const std::size_t madvise_before = la::get_stats().madvise_calls;
+    CHECK(la::trim());
+    CHECK(la::get_stats().madvise_calls > madvise_before);
+    CHECK_FALSE(h->purge_pending.load());
+  }
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
 TEST_CASE("a thread that never leaves its recent-free list still applies a tuning request") {
   namespace d = la::detail;
   for (int i = 0; i < 100; ++i) la::deallocate(la::allocate(48));  // warm: the list has the block
