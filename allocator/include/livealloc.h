@@ -74,7 +74,8 @@
   X(telemetry_slots, int, 256, 2, 4096, false,                                                  \
     "thread slots in the telemetry segment; threads past them count in one overflow slot")      \
   X(page_recycle, int, 2, 0, 4096, true,                                                        \
-    "empty pages a thread keeps per size class; past it they go back to the OS")                \
+    "empty pages a thread keeps per size class, counted in 64 KiB units (but one page at "      \
+    "least); past it they go back to the OS")                                                   \
   X(remote_batch, int, 32, 1, 4096, true,                                                       \
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
   X(large_cache, int, 128, 0, 65536, true,                                                       \
@@ -1301,11 +1302,21 @@ inline void page_extend(page* pg) noexcept {
   bump(pg->owner->stats[pg->cls].v[c_reserved_blocks], n);
 }
 
+// Empty pages a heap keeps of class `cls` under the recycling threshold `recycle`, which counts
+// 64 KiB units: a class whose span is several units keeps as many spans as fit, but one at least
+// (recycle 0 keeps none). By default (2) a class of one-unit spans keeps two pages, 128 KiB, and
+// a bigger class one span, where counting pages kept two: 4 MiB of the biggest class, whose span
+// holds 8 blocks of 256 KiB.
+inline std::uint32_t kept_limit(std::uint32_t recycle, unsigned cls) noexcept {
+  const std::uint32_t spans = recycle / class_units(cls);
+  return spans != 0 ? spans : (recycle != 0 ? 1u : 0u);
+}
+
 // A page's used count reached zero: the current page of its class stays; others are kept up to
 // the recycling threshold, then released.
 inline void page_retire(heap* h, page* pg) noexcept {
   if (pg == h->queues[pg->cls].first || pg->kept_empty) return;
-  if (h->kept_empty[pg->cls] < h->recycle) {
+  if (h->kept_empty[pg->cls] < kept_limit(h->recycle, pg->cls)) {
     pg->kept_empty = 1;
     ++h->kept_empty[pg->cls];
     bump(h->stats[pg->cls].v[c_pages_kept]);
@@ -1366,7 +1377,7 @@ inline bool heap_release_empty(heap* h, std::uint32_t keep, bool all) noexcept {
   for (unsigned c = 1; c < kClasses; ++c) {
     for (page* pg = h->queues[c].first; pg;) {
       page* next = pg->next;
-      bool excess_kept = pg->kept_empty && h->kept_empty[c] > keep;
+      bool excess_kept = pg->kept_empty && h->kept_empty[c] > kept_limit(keep, c);
       bool idle_current = all && !pg->kept_empty && pg->used == 0;
       if (excess_kept || idle_current) {
         page_release(h, pg);

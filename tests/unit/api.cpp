@@ -248,6 +248,32 @@ TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
   la::trim();
 }
 
+TEST_CASE("page_recycle counts 64 KiB units: big spans are kept one at a time") {
+  namespace d = la::detail;
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  auto kept_after_churn = [](std::size_t size) {
+    std::vector<void*> v;
+    for (int i = 0; i < 64; ++i) v.push_back(la::allocate(size));  // several spans
+    for (void* p : v) la::deallocate(p);
+    return d::tls_heap->kept_empty[d::class_of(size)];
+  };
+  // One-unit spans (8 KiB blocks): two kept, as before. Eight-unit spans (64 KiB blocks): one.
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  CHECK(kept_after_churn(8192) == 2);
+  CHECK(kept_after_churn(65536) == 1);
+  // 16 units hold two of those spans; 0 keeps none of either.
+  REQUIRE(la::set_option("page_recycle", 16) == la::option_status::ok);
+  CHECK(kept_after_churn(65536) == 2);
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  CHECK(kept_after_churn(65536) == 0);
+  CHECK(kept_after_churn(8192) == 0);
+  CHECK(d::heap_is_valid());
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+  la::trim();
+}
+
 TEST_CASE("released pages are reused at once and go back to the OS after the purge delay") {
   la::trim();
   REQUIRE(la::set_option("purge_delay", 50) == la::option_status::ok);

@@ -1005,8 +1005,11 @@
           const [taken0, released0] = old.cls[c] || [0, 0];
           const k = d.classes[c];
           const size = k.size;
-          // A span is the fewest 64 KiB units that hold 8 blocks (livealloc's class_units).
-          const span = Math.max(1, Math.ceil((8 * size) / 65536)) * 65536;
+          // A span is the fewest 64 KiB units that hold 8 blocks (livealloc's class_units);
+          // page_recycle counts units, so keeping N empty spans of this class takes N * units
+          // (and any value above 0 keeps one).
+          const units = Math.max(1, Math.ceil((8 * size) / 65536));
+          const span = units * 65536;
           const perSpan = Math.floor(span / size);
           const back = Math.min(taken - taken0, released - released0); // released, then taken again
           const nthreads = Math.max(1, threads);
@@ -1014,15 +1017,19 @@
             // Keeping as many empty spans as the busiest thread holds at its peak means a
             // thread that swings between empty and its peak never gives spans back.
             const spans = Math.max(1, Math.ceil(k.maxPeak / perSpan));
-            const want = Math.min(pr.max, Math.max(pr.effective + 1, spans));
+            const want = Math.min(pr.max, Math.max(pr.effective + 1, spans * units));
             if (want > pr.effective)
               recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
                 why: fmtInt(back) + " spans of " + fmtBytes(size) + " blocks were released and taken again in " +
                   fmtDuration(seconds * 1000) + " by " + nthreads + " thread" + (nthreads > 1 ? "s" : "") +
                   "; the busiest peaks at " + fmtInt(k.maxPeak) + " blocks (" + spans + " span" + (spans > 1 ? "s" : "") +
-                  "): keeping " + want + " per thread avoids the round trips (up to " + fmtBytes(want * span) + " each)" });
+                  "): " + want + " keeps " + Math.max(1, Math.floor(want / units)) + " empty span" +
+                  (Math.floor(want / units) > 1 ? "s" : "") + " of this class per thread and avoids the round trips (up to " +
+                  fmtBytes(Math.max(1, Math.floor(want / units)) * span) + " each)" });
           } else if (kept * span >= 4 * 1048576 && taken === taken0 && pr.effective > 0) {
-            const want = Math.max(pr.min, Math.floor(pr.effective / 2));
+            // Half the spans this class keeps per thread, in units (0 once one is left).
+            const perThread = Math.max(1, Math.floor(pr.effective / units));
+            const want = Math.max(pr.min, Math.min(pr.effective - 1, Math.floor(perThread / 2) * units));
             recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
               why: fmtBytes(kept * span) + " of empty " + fmtBytes(size) + " spans are kept and none was taken in " +
                 fmtDuration(seconds * 1000) + "; a lower threshold returns them" });
