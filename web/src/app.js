@@ -1018,14 +1018,14 @@
             // thread that swings between empty and its peak never gives spans back.
             const spans = Math.max(1, Math.ceil(k.maxPeak / perSpan));
             const want = Math.min(pr.max, Math.max(pr.effective + 1, spans * units));
+            const keeps = Math.max(1, Math.floor(want / units)); // spans `want` keeps of this class
             if (want > pr.effective)
               recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
                 why: fmtInt(back) + " spans of " + fmtBytes(size) + " blocks were released and taken again in " +
                   fmtDuration(seconds * 1000) + " by " + nthreads + " thread" + (nthreads > 1 ? "s" : "") +
                   "; the busiest peaks at " + fmtInt(k.maxPeak) + " blocks (" + spans + " span" + (spans > 1 ? "s" : "") +
-                  "): " + want + " keeps " + Math.max(1, Math.floor(want / units)) + " empty span" +
-                  (Math.floor(want / units) > 1 ? "s" : "") + " of this class per thread and avoids the round trips (up to " +
-                  fmtBytes(Math.max(1, Math.floor(want / units)) * span) + " each)" });
+                  "): " + want + " keeps " + keeps + " empty span" + (keeps > 1 ? "s" : "") +
+                  " of this class per thread and avoids the round trips (up to " + fmtBytes(keeps * span) + " each)" });
           } else if (kept * span >= 4 * 1048576 && taken === taken0 && pr.effective > 0) {
             // Half the spans this class keeps per thread, in units (0 once one is left).
             const perThread = Math.max(1, Math.floor(pr.effective / units));
