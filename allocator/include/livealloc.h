@@ -706,12 +706,23 @@ struct alignas(64) page {
 static_assert(sizeof(page) == 64, "a page descriptor is one cache line");
 #endif
 
-// The lines a free reads from a segment header (owner, unit_cls) sit kFreeLineOffset bytes in,
+// The entries a free reads from a segment header (unit_info) start kFreeLineOffset bytes in,
 // not at offset 0: blocks whose size is a multiple of 4 KiB all start at offsets that share the
 // L1 and L2 cache set of offset 0, so a ring of 16 KiB blocks kept evicting a header line there
 // and every free missed on it (16 and 64 KiB ring frees ran 1.25x and 1.23x faster once it
-// moved). An odd line also avoids the sets where blocks of any multiple of 128 bytes start.
+// moved).
 constexpr std::size_t kFreeLineOffset = 29 * 64;
+
+// What a free reads of a block's 64 KiB unit: the heap whose span covers it and the span's class
+// (nullptr and 0 on a free unit), from a line that changes only when spans come and go, never
+// from the page descriptor its owner writes on every allocation, so a cross-thread free does not
+// pull the owner's hot line over. Spans of different heaps share segments: the page heap is one
+// for the process (see page_heap), so a span one thread released serves the next that needs one.
+struct unit_info {
+  heap* owner;
+  std::uint32_t cls;
+  std::uint32_t unused;
+};
 
 struct segment {
   std::uint32_t magic;
@@ -723,14 +734,11 @@ struct segment {
   std::uint64_t dirty_old;       // of those, the ones already dirty at the last purge check
   std::uint32_t used_units;
   std::uint8_t unused[kFreeLineOffset - 52];
-  heap* owner;                   // at kFreeLineOffset
-  // The class of each unit's span (0: free unit), next to `owner`: a free reads the two from lines
-  // that change only when spans come and go, never from the page descriptor its owner writes on
-  // every allocation, so a cross-thread free does not pull the owner's hot line over.
-  alignas(64) std::uint8_t unit_cls[kUnits];
+  unit_info units[kUnits];       // at kFreeLineOffset
   page pages[kUnits];
 };
-static_assert(offsetof(segment, unused) == 52 && offsetof(segment, owner) == kFreeLineOffset);
+static_assert(offsetof(segment, unused) == 52 && offsetof(segment, units) == kFreeLineOffset);
+static_assert(sizeof(unit_info) == 16, "four units' entries to a cache line; indexing is a shift");
 static_assert(sizeof(segment) <= kUnitSize, "the segment header must fit its first unit");
 constexpr std::uint64_t kAllDataUnits = ~std::uint64_t(1);
 
@@ -797,10 +805,9 @@ enum heap_state : int { kHeapNew = 0, kHeapOwned = 1, kHeapAbandoned = 2, kHeapC
                         kHeapForeign = 4 };
 
 // One per thread. Everything but `inbox` and `state` is touched only by the owning thread (or
-// by whoever holds kHeapClaimed on an abandoned heap), except the segments, their units and the
-// purge fields: those change under `units_lock`, which another thread also takes to purge the
-// dirty units of a heap whose thread stopped allocating (idle_purge). Heaps are never unmapped:
-// the heap of an exited thread goes to a pool and the next new thread adopts it with its pages.
+// by whoever holds kHeapClaimed on an abandoned heap). Its pages are spans of the process's
+// segments (page_heap). Heaps are never unmapped: the heap of an exited thread goes to a pool and
+// the next new thread adopts it with its pages.
 struct heap {
   // The public part, at the start of the heap's telemetry slot (see telemetry::slot_header).
   telemetry::slot_header pub = {};
@@ -822,18 +829,10 @@ struct heap {
   // Read by every thread that keeps a block of ours (free_remote); changes only at exit.
   alignas(64) std::atomic<int> state{kHeapNew};
   bool in_pool = false;
-  segment* segments = nullptr;       // those with a free unit first (see segment_unlink)
-  segment* segments_tail = nullptr;
   heap* next_all = nullptr;
   heap* next_pool = nullptr;
   std::uint64_t options_seen = 0;
   std::uint64_t trim_seen = 0;
-  // now_ms() after which dirty free units go back to the OS, when purge_pending. Written under
-  // units_lock; read without it by the owner's slow path and by idle_purge.
-  std::atomic<std::uint64_t> purge_deadline{0};
-  std::atomic<bool> purge_pending{false};
-  alignas(64) spinlock units_lock;  // the segment list, every segment's unit bitmaps, the purge
-  std::uint64_t last_release = 0;   // now_ms() of the latest span released dirty (units_lock)
   std::uint32_t recycle = 2;  // copies of live options, applied in the slow path
   std::uint32_t batch = 32;
   std::uint32_t slot = 0;             // index in the telemetry segment
@@ -918,6 +917,20 @@ struct large_cache_entry {
   std::uint64_t expires;  // now_ms() after which it is unmapped
 };
 
+// The process's 4 MiB segments and their units. Every heap takes its spans here and gives them
+// back here, so the memory one thread released (a pool worker after its burst) serves the next
+// thread that needs a span while it is still resident, as tcmalloc's page heap does. Taken only
+// in slow paths that take or release a span, or purge.
+struct page_heap {
+  alignas(64) spinlock lock;
+  segment* segments = nullptr;  // those with a free unit first (see segment_unlink)
+  segment* segments_tail = nullptr;
+  std::uint64_t last_release = 0;  // now_ms() of the latest span released dirty
+  // now_ms() after which dirty free units go back to the OS (0: none dirty); read without the
+  // lock by every slow path.
+  alignas(64) std::atomic<std::uint64_t> purge_deadline{0};
+};
+
 struct global_state {
   std::atomic<int> init{0};  // 0 not started, 1 in progress, 2 done
   pthread_key_t key = 0;
@@ -936,13 +949,8 @@ struct global_state {
   large_cache_entry large_cache[kLargeCacheSlots] = {};
   unsigned large_cache_count = 0;
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
-  // Exited threads' heaps keep their dirty units for purge_delay ms, so the next thread that
-  // adopts one does not fault its pages in again: the earliest of their purge deadlines (0: none).
-  std::atomic<std::uint64_t> pool_purge_deadline{0};
-  // Live threads' heaps with dirty units: the earliest time at which one of them has kept its
-  // units a whole delay past its own deadline without purging them (0: none; see idle_purge).
-  std::atomic<std::uint64_t> idle_purge_deadline{0};
   std::atomic<std::size_t> large_count{0};
+  page_heap pages;
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
   std::atomic<std::atomic<std::uint8_t>*> chunk_map{nullptr};  // per 4 MiB chunk: 1 segment, 2 large
@@ -1033,24 +1041,28 @@ inline int find_run(std::uint64_t bits, unsigned n) noexcept {
   return m ? __builtin_ctzll(m) : -1;
 }
 
-// A heap keeps its segments with a free unit ahead of its full ones, so page_alloc stops at the
-// first full segment: walking them all, a cache miss on each header (4 MiB apart, the headers share
-// one cache set), took 6% of the fragmentation workload, which fills 70 segments.
-inline void segment_unlink(heap* h, segment* s) noexcept {
-  (s->prev ? s->prev->next : h->segments) = s->next;
-  (s->next ? s->next->prev : h->segments_tail) = s->prev;
+// The page heap keeps its segments with a free unit ahead of its full ones, so page_alloc stops at
+// the first full segment: walking them all, a cache miss on each header (4 MiB apart, the headers
+// share one cache set), took 6% of the fragmentation workload, which fills 70 segments. Everything
+// from here to page_release that touches the list or a segment's units runs under g.pages.lock.
+inline void segment_unlink(segment* s) noexcept {
+  page_heap& ph = g.pages;
+  (s->prev ? s->prev->next : ph.segments) = s->next;
+  (s->next ? s->next->prev : ph.segments_tail) = s->prev;
 }
-inline void segment_push_front(heap* h, segment* s) noexcept {
+inline void segment_push_front(segment* s) noexcept {
+  page_heap& ph = g.pages;
   s->prev = nullptr;
-  s->next = h->segments;
-  (h->segments ? h->segments->prev : h->segments_tail) = s;
-  h->segments = s;
+  s->next = ph.segments;
+  (ph.segments ? ph.segments->prev : ph.segments_tail) = s;
+  ph.segments = s;
 }
-inline void segment_push_back(heap* h, segment* s) noexcept {
+inline void segment_push_back(segment* s) noexcept {
+  page_heap& ph = g.pages;
   s->next = nullptr;
-  s->prev = h->segments_tail;
-  (h->segments_tail ? h->segments_tail->next : h->segments) = s;
-  h->segments_tail = s;
+  s->prev = ph.segments_tail;
+  (ph.segments_tail ? ph.segments_tail->next : ph.segments) = s;
+  ph.segments_tail = s;
 }
 
 inline bool release_caches() noexcept;
@@ -1063,7 +1075,9 @@ inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
   return os_map_aligned(size, align);
 }
 
-inline segment* segment_alloc(heap* h) noexcept {
+// An empty segment from the cache or the OS; nullptr when the OS gives no memory. Not under the
+// page heap's lock: mapping may reclaim first (release_caches), which takes it.
+inline segment* segment_alloc() noexcept {
   segment* s = nullptr;
   {
     lock_guard guard(g.segment_lock);
@@ -1084,18 +1098,16 @@ inline segment* segment_alloc(heap* h) noexcept {
   }
   s->magic = kMagic;
   s->kind = kKindSegment;
-  s->owner = h;
   s->free_units = kAllDataUnits;
   s->dirty_units = 0;
   s->dirty_old = 0;
   s->used_units = 0;
-  segment_push_front(h, s);
   return s;
 }
 
-inline void segment_release(heap* h, segment* s) noexcept {
-  segment_unlink(h, s);
-  s->owner = nullptr;
+// A segment left without a used or dirty unit goes to the cache, or back to the OS.
+inline void segment_release(segment* s) noexcept {
+  segment_unlink(s);
   {
     lock_guard guard(g.segment_lock);
     if (g.segment_cache_count < static_cast<std::size_t>(option(opt_segment_cache))) {
@@ -1113,49 +1125,52 @@ inline void segment_release(heap* h, segment* s) noexcept {
   os_unmap(s, kSegmentSize);
 }
 
-// Takes a run of n free units for a new span, from a new segment if none has one; nullptr when
-// the OS gives no memory. Under units_lock.
-inline segment* units_take(heap* h, unsigned n, int& idx) noexcept {
-  segment* s = h->segments;
-  idx = -1;
-  // Units released recently are still resident: reusing them, in any segment, costs no page
-  // faults.
-  for (; s && s->free_units; s = s->next)
-    if ((idx = find_run(s->free_units & s->dirty_units, n)) >= 0) break;
-  if (idx < 0)
-    for (s = h->segments; s && s->free_units; s = s->next)
-      if ((idx = find_run(s->free_units, n)) >= 0) break;
-  if (idx < 0) {
-    if (!(s = segment_alloc(h))) return nullptr;
-    idx = find_run(s->free_units, n);
-  }
+// A run of n free units for a new span, or nullptr. Units released lately are still resident:
+// reusing them, whichever thread released them, costs no page faults.
+inline segment* units_find(unsigned n, int& idx) noexcept {
+  segment* s;
+  for (s = g.pages.segments; s && s->free_units; s = s->next)
+    if ((idx = find_run(s->free_units & s->dirty_units, n)) >= 0) return s;
+  for (s = g.pages.segments; s && s->free_units; s = s->next)
+    if ((idx = find_run(s->free_units, n)) >= 0) return s;
+  return nullptr;
+}
+
+// Gives the run at `idx` to a span of class `cls` of heap `h`.
+inline void units_take(segment* s, unsigned idx, unsigned n, heap* h, unsigned cls) noexcept {
+  const std::uint64_t mask = unit_mask(idx, n);
   // Committed: the span's units, except those still resident from a recent release.
-  add(g_proc->committed_bytes,
-      std::size_t(n - __builtin_popcountll(s->dirty_units & unit_mask(static_cast<unsigned>(idx), n)))
-          << kUnitShift);
-  s->free_units &= ~unit_mask(static_cast<unsigned>(idx), n);
-  if (s->free_units == 0 && s != h->segments_tail) {
-    segment_unlink(h, s);
-    segment_push_back(h, s);
+  add(g_proc->committed_bytes, std::size_t(n - __builtin_popcountll(s->dirty_units & mask))
+                                   << kUnitShift);
+  s->free_units &= ~mask;
+  if (s->free_units == 0 && s != g.pages.segments_tail) {
+    segment_unlink(s);
+    segment_push_back(s);
   }
-  s->dirty_units &= ~unit_mask(static_cast<unsigned>(idx), n);
+  s->dirty_units &= ~mask;
   s->dirty_old &= s->dirty_units;
   s->used_units += n;
-  return s;
+  for (unsigned i = 0; i < n; ++i) {
+    s->pages[idx + i].span = &s->pages[idx];
+    s->units[idx + i] = unit_info{h, cls, 0};
+  }
 }
 
 inline page* page_alloc(heap* h, unsigned cls) noexcept {
   const unsigned n = class_units(cls);
-  int idx;
+  int idx = -1;
   segment* s;
-  {
-    lock_guard guard(h->units_lock);
-    if (!(s = units_take(h, n, idx))) return nullptr;
+  g.pages.lock.lock();
+  while (!(s = units_find(n, idx))) {
+    g.pages.lock.unlock();
+    segment* fresh = segment_alloc();
+    if (!fresh) return nullptr;
+    g.pages.lock.lock();
+    segment_push_front(fresh);
   }
+  units_take(s, static_cast<unsigned>(idx), n, h, cls);
+  g.pages.lock.unlock();
   page* pg = &s->pages[idx];
-  for (unsigned i = 1; i < n; ++i) s->pages[idx + i].span = pg;
-  pg->span = pg;
-  for (unsigned i = 0; i < n; ++i) s->unit_cls[idx + i] = static_cast<std::uint8_t>(cls);
   pg->units = static_cast<std::uint8_t>(n);
   pg->cls = static_cast<std::uint8_t>(cls);
   pg->block_size = static_cast<std::uint32_t>(class_size(cls));
@@ -1179,29 +1194,8 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   return pg;
 }
 
-inline void heap_purge(heap* h, bool all) noexcept;
-
-// Keeps in `slot` the earliest of the deadlines noted (0: none).
-inline void note_deadline(std::atomic<std::uint64_t>& slot, std::uint64_t deadline) noexcept {
-  std::uint64_t cur = slot.load(std::memory_order_relaxed);
-  while ((cur == 0 || deadline < cur) &&
-         !slot.compare_exchange_weak(cur, deadline, std::memory_order_seq_cst,
-                                     std::memory_order_relaxed)) {
-  }
-}
-
-// The heap's dirty units go back to the OS at its first slow path after `deadline`; if its thread
-// has none by a delay later (it stopped allocating), another thread's purges them (idle_purge).
-// Under units_lock.
-inline void purge_schedule(heap* h, std::uint64_t deadline) noexcept {
-  h->purge_deadline.store(deadline, std::memory_order_relaxed);
-  h->purge_pending.store(true, std::memory_order_seq_cst);
-  note_deadline(g.idle_purge_deadline,
-                deadline + static_cast<std::uint64_t>(option(opt_purge_delay)));
-}
-
-// Gives a page's span back to its segment; its memory goes back to the OS now (purge_delay 0) or
-// at the first slow path after the delay, unless a new page reuses it first.
+// Gives a page's span back to the page heap, where any thread may take it again; its memory goes
+// back to the OS now (purge_delay 0) or at the first slow path of any thread after the delay.
 inline void page_release(heap* h, page* pg) noexcept {
   if (pg->kept_empty) {
     --h->kept_empty[pg->cls];
@@ -1222,41 +1216,44 @@ inline void page_release(heap* h, page* pg) noexcept {
     sub(g_proc->committed_bytes, std::size_t(n) << kUnitShift);
     add(g_proc->purges, 1);
   }
-  for (unsigned i = 0; i < n; ++i) {
-    s->pages[idx + i].span = nullptr;
-    s->pages[idx + i].units = 0;
-  }
-  for (unsigned i = 0; i < n; ++i) s->unit_cls[idx + i] = 0;
   pg->owner = nullptr;
   pg->free = pg->local_free = nullptr;
   pg->used = pg->reserved = pg->capacity = 0;
   pg->in_full = pg->kept_empty = 0;
-  lock_guard guard(h->units_lock);
+  page_heap& ph = g.pages;
+  lock_guard guard(ph.lock);
+  for (unsigned i = 0; i < n; ++i) {
+    s->pages[idx + i].span = nullptr;
+    s->pages[idx + i].units = 0;
+    s->units[idx + i] = unit_info{};
+  }
   if (delay != 0) {
     s->dirty_units |= unit_mask(idx, n);
-    h->last_release = now_ms();
-    if (!h->purge_pending.load(std::memory_order_relaxed)) purge_schedule(h, h->last_release + delay);
+    ph.last_release = now_ms();
+    if (ph.purge_deadline.load(std::memory_order_relaxed) == 0)
+      ph.purge_deadline.store(ph.last_release + delay, std::memory_order_relaxed);
   }
-  if (s->free_units == 0 && s != h->segments) {
-    segment_unlink(h, s);
-    segment_push_front(h, s);
+  if (s->free_units == 0 && s != ph.segments) {
+    segment_unlink(s);
+    segment_push_front(s);
   }
   s->free_units |= unit_mask(idx, n);
   s->used_units -= n;
-  if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
+  if (s->used_units == 0 && s->dirty_units == 0) segment_release(s);
 }
 
 // Returns dirty free units to the OS and releases segments left empty. With `all` every dirty
-// unit goes (trim, thread exit), and so it does when nothing was released for a whole delay;
-// while releases go on, only the units already dirty at the previous check go, so none goes back
-// right after its release (a program that frees and reallocates in bursts would fault it straight
-// back in).
-inline void heap_purge_locked(heap* h, bool all) noexcept {
+// unit goes (trim), and so it does when nothing was released for a whole delay; while releases go
+// on, only the units already dirty at the previous check go, so none goes back right after its
+// release (a program that frees and reallocates in bursts would fault it straight back in).
+// Under g.pages.lock.
+inline void pages_purge_locked(bool all) noexcept {
+  page_heap& ph = g.pages;
   const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
-  if (!all && now_ms() >= h->last_release + delay) all = true;
-  h->purge_pending.store(false, std::memory_order_relaxed);
+  const std::uint64_t now = now_ms();
+  if (!all && now >= ph.last_release + delay) all = true;
   bool purged = false, remaining = false;
-  for (segment* s = h->segments; s;) {
+  for (segment* s = ph.segments; s;) {
     segment* next = s->next;
     std::uint64_t d = all ? s->dirty_units : (s->dirty_units & s->dirty_old);
     if (d) {
@@ -1274,15 +1271,24 @@ inline void heap_purge_locked(heap* h, bool all) noexcept {
     }
     s->dirty_old = s->dirty_units;
     remaining |= s->dirty_units != 0;
-    if (s->used_units == 0 && s->dirty_units == 0) segment_release(h, s);
+    if (s->used_units == 0 && s->dirty_units == 0) segment_release(s);
     s = next;
   }
   if (purged) add(g_proc->purges, 1);
-  if (remaining) purge_schedule(h, now_ms() + delay);
+  ph.purge_deadline.store(remaining ? now + delay : 0, std::memory_order_relaxed);
 }
-inline void heap_purge(heap* h, bool all) noexcept {
-  lock_guard guard(h->units_lock);
-  heap_purge_locked(h, all);
+inline void pages_purge(bool all) noexcept {
+  lock_guard guard(g.pages.lock);
+  pages_purge_locked(all);
+}
+// At a slow path, whichever thread's, once the deadline has passed: the threads that released the
+// units may never have another (pool workers after a burst, threads blocked on I/O). A thread that
+// finds another in the page heap does not wait for it.
+inline void pages_purge_due(std::uint64_t now) noexcept {
+  if (!g.pages.lock.try_lock()) return;
+  const std::uint64_t due = g.pages.purge_deadline.load(std::memory_order_relaxed);
+  if (due != 0 && now >= due) pages_purge_locked(false);
+  g.pages.lock.unlock();
 }
 
 // Carves the next blocks of a span into its free list.
@@ -1355,7 +1361,9 @@ inline unsigned unit_of(const void* p) noexcept {
 }
 inline page* page_of(const void* p) noexcept { return segment_of(p)->pages[unit_of(p)].span; }
 // The class of a small block, without touching its page descriptor.
-inline unsigned class_of_block(const void* p) noexcept { return segment_of(p)->unit_cls[unit_of(p)]; }
+inline unsigned class_of_block(const void* p) noexcept { return segment_of(p)->units[unit_of(p)].cls; }
+// The heap whose page holds a small block, without touching the page descriptor.
+inline heap* owner_of_block(const void* p) noexcept { return segment_of(p)->units[unit_of(p)].owner; }
 
 // Frees a block of class `cls` of heap `h` in its owner's context: onto the recent-free list of
 // its class while that has room, else into its page.
@@ -1467,7 +1475,7 @@ inline void heap_flush_recent(heap* h) noexcept {
     }
     for (block* next; f; f = next) {
       next = f->next;
-      outbox_add(h, segment_of(f)->owner, f);
+      outbox_add(h, owner_of_block(f), f);
     }
   }
   outbox_flush(h);
@@ -1521,7 +1529,7 @@ inline void heap_apply_options(heap* h) noexcept {
     h->trim_seen = trim;
     heap_flush_recent(h);
     heap_release_empty(h, 0, true);
-    heap_purge(h, true);
+    pages_purge(true);
   }
 }
 
@@ -1598,8 +1606,6 @@ inline void overflow_publish(heap* h) noexcept {
 
 // Everything the slow path does before looking for a page.
 inline bool large_cache_sweep(bool all) noexcept;
-inline void pool_purge(std::uint64_t now) noexcept;
-inline void idle_purge(heap* self, std::uint64_t now) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -1609,31 +1615,25 @@ inline void heap_maintain(heap* h) noexcept {
     overflow_publish(h);
   }
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
-  std::uint64_t pool_deadline = g.pool_purge_deadline.load(std::memory_order_relaxed);
-  std::uint64_t idle_deadline = g.idle_purge_deadline.load(std::memory_order_relaxed);
-  const bool pending = h->purge_pending.load(std::memory_order_relaxed);
-  if (pending || large_deadline != 0 || pool_deadline != 0 || idle_deadline != 0) {
+  std::uint64_t purge_deadline = g.pages.purge_deadline.load(std::memory_order_relaxed);
+  if (large_deadline != 0 || purge_deadline != 0) {
     std::uint64_t now = now_ms();
-    if (pending && now >= h->purge_deadline.load(std::memory_order_relaxed)) heap_purge(h, false);
+    if (purge_deadline != 0 && now >= purge_deadline) pages_purge_due(now);
     if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
-    if (pool_deadline != 0 && now >= pool_deadline) pool_purge(now);
-    if (idle_deadline != 0 && now >= idle_deadline) idle_purge(h, now);
   }
   outbox_flush(h);
   heap_drain_inbox(h);
 }
 
 // Gives back everything the heap of an exited thread (or one being trimmed) holds: its lists go
-// back to their pages and empty pages to their segments. Their memory goes back to the OS now
-// with `purge_now`, else after purge_delay (pool_purge), unless a thread adopts the heap first.
+// back to their pages and empty pages to the page heap. Their memory goes back to the OS now with
+// `purge_now`, else after purge_delay, unless a thread takes the spans again first.
 inline void heap_collect(heap* h, bool purge_now) noexcept {
   outbox_flush(h);
   heap_drain_inbox(h);  // (onto the recent-free lists, which go back to their pages next)
   heap_flush_recent(h);
   heap_release_empty(h, 0, true);
-  if (purge_now) heap_purge(h, true);
-  else if (h->purge_pending.load(std::memory_order_relaxed))
-    note_deadline(g.pool_purge_deadline, h->purge_deadline.load(std::memory_order_relaxed));
+  if (purge_now) pages_purge(true);
 }
 
 inline void heap_try_collect_abandoned(heap* h, bool purge_now) noexcept {
@@ -1643,58 +1643,6 @@ inline void heap_try_collect_abandoned(heap* h, bool purge_now) noexcept {
     return;
   heap_collect(h, purge_now);
   h->state.store(kHeapAbandoned, std::memory_order_release);
-}
-
-// At a slow path after the earliest deadline: purges the pooled heaps whose delay is over.
-inline void pool_purge(std::uint64_t now) noexcept {
-  g.pool_purge_deadline.store(0, std::memory_order_relaxed);
-  std::uint64_t next = 0;
-  lock_guard guard(g.pool_lock);
-  for (heap* p = g.pool; p; p = p->next_pool) {
-    int expected = kHeapAbandoned;
-    if (!p->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
-                                          std::memory_order_relaxed))
-      continue;  // being collected: the collector notes its deadline again
-    if (p->purge_pending.load(std::memory_order_relaxed)) {
-      const std::uint64_t due = p->purge_deadline.load(std::memory_order_relaxed);
-      if (now >= due) heap_purge(p, true);
-      else if (next == 0 || due < next) next = due;
-    }
-    p->state.store(kHeapAbandoned, std::memory_order_release);
-  }
-  if (next) note_deadline(g.pool_purge_deadline, next);
-}
-
-// Purges other live threads' heaps whose dirty units have waited a whole delay past their
-// deadline: their threads stopped allocating (a pool's workers after a burst, a thread blocked
-// on I/O), so no slow path of theirs purges them. Runs at a slow path of any thread after the
-// earliest such time; a heap whose thread holds its units_lock just now is left to that thread.
-// With `all`, every other live heap's dirty units go now, deadline or not (trim).
-inline bool purge_others(heap* self, std::uint64_t now, bool all) noexcept {
-  const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
-  std::uint64_t next = 0;
-  bool purged = false;
-  for (heap* x = g.all_heaps.load(std::memory_order_acquire); x; x = x->next_all) {
-    if (x == self || x->state.load(std::memory_order_relaxed) != kHeapOwned) continue;
-    if (!x->purge_pending.load(std::memory_order_seq_cst)) continue;
-    const std::uint64_t due = x->purge_deadline.load(std::memory_order_relaxed) + delay;
-    if ((all || now >= due) && x->units_lock.try_lock()) {
-      if (x->purge_pending.load(std::memory_order_relaxed)) {
-        heap_purge_locked(x, true);
-        purged = true;
-      }
-      x->units_lock.unlock();
-      continue;
-    }
-    const std::uint64_t again = due > now ? due : now + (delay ? delay : 1);
-    if (next == 0 || again < next) next = again;
-  }
-  if (next) note_deadline(g.idle_purge_deadline, next);
-  return purged;
-}
-inline void idle_purge(heap* self, std::uint64_t now) noexcept {
-  g.idle_purge_deadline.store(0, std::memory_order_seq_cst);
-  purge_others(self, now, false);
 }
 
 inline void pool_push(heap* h) noexcept {
@@ -1950,6 +1898,7 @@ inline void table_fork_child() noexcept {
 inline void fork_prepare() noexcept {
   g.meta_lock.lock();
   g.pool_lock.lock();
+  g.pages.lock.lock();
   g.segment_lock.lock();
   g.large_lock.lock();
   table_fork_prepare();
@@ -1957,6 +1906,7 @@ inline void fork_prepare() noexcept {
 inline void fork_unlock() noexcept {
   g.large_lock.unlock();
   g.segment_lock.unlock();
+  g.pages.lock.unlock();
   g.pool_lock.unlock();
   g.meta_lock.unlock();
 }
@@ -1972,7 +1922,6 @@ inline void fork_child() noexcept {
   table_fork_child();
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
-    h->units_lock.unlock();  // a parent thread may have been purging it (purge_others)
     if (h == tls_heap) {
       ++owned;
       h->pub.tid.store(static_cast<std::int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
@@ -2065,6 +2014,8 @@ LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   g.heaps_owned.fetch_add(1, std::memory_order_relaxed);
   slot_begin(h);
   h->options_seen = 0;  // apply the current options at the first slow path
+  // Not the trims before: they purged the page heap, and collected the heap if it was pooled.
+  h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
   heap_apply_options(h);
   tls_heap = h;
   // After tls_heap is set: pthread_setspecific may calloc for high key numbers.
@@ -2644,10 +2595,10 @@ LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) 
 // remote free is inline: where threads free each other's blocks, the branch on the owner goes
 // either way, and a call on top of it cost crossthread a2a 3-8%.
 LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
-  segment* s = segment_of(p);
-  const unsigned cls = s->unit_cls[unit_of(p)];
+  const unit_info& u = segment_of(p)->units[unit_of(p)];
+  const unsigned cls = u.cls;
   heap* h = tls_heap;
-  heap* owner = s->owner;
+  heap* owner = u.owner;
   block* b = static_cast<block*>(p);
   if (LIVEALLOC_LIKELY(owner == h)) return heap_free_block(h, cls, b);
   if (LIVEALLOC_LIKELY(keep_foreign(h, owner, cls, b))) return;
@@ -2824,7 +2775,7 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     if (size <= usable && size >= usable / 2) {
       // A free and an allocation of the same block, in the owner's counts.
       heap* h = tls_heap;
-      if (segment_of(p)->owner == h) {
+      if (owner_of_block(p) == h) {
         class_counters& c = h->stats[cls];
         bump(c.v[c_frees]);
         bump(c.v[c_allocs]);
@@ -2858,12 +2809,11 @@ inline bool trim_impl() noexcept {
     heap_drain_inbox(h);
     heap_flush_recent(h);
     released |= heap_release_empty(h, 0, true);
-    std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
-    heap_purge(h, true);
-    released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   }
   // Other threads empty their lists at their next slow path; what they already released goes now.
-  released |= purge_others(h, now_ms(), true);
+  std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
+  pages_purge(true);
+  released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   return release_caches() || released;
 }
 
@@ -2962,32 +2912,38 @@ inline bool heap_is_valid() noexcept {
       ++recent;
     }
     for (block* b = h->recent[c].foreign; b; b = b->next) {
-      if (segment_of(b)->owner == h || page_of(b)->owner != segment_of(b)->owner ||
+      if (owner_of_block(b) == h || page_of(b)->owner != owner_of_block(b) ||
           page_of(b)->cls != c || class_of_block(b) != c)
         return fail("foreign block of this heap or of another class");
       ++recent;
     }
     if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
   }
+  // The page heap: every segment, with the units of other threads' spans too (their descriptors
+  // are theirs to write, so only this heap's are read).
   segment* last = nullptr;
-  lock_guard guard(h->units_lock);
-  for (segment* s = h->segments; s; last = s, s = s->next) {
-    if (s->magic != kMagic || s->owner != h) return fail("segment header");
+  lock_guard guard(g.pages.lock);
+  for (segment* s = g.pages.segments; s; last = s, s = s->next) {
+    if (s->magic != kMagic || s->kind != kKindSegment) return fail("segment header");
     if (s->prev != last) return fail("segment list links");
     if (last && last->free_units == 0 && s->free_units != 0)
       return fail("a segment with free units after a full one");
     unsigned used = 0;
     for (unsigned i = 1; i < kUnits; ++i) {
-      bool is_free = (s->free_units >> i) & 1;
-      if (is_free != (s->pages[i].span == nullptr)) return fail("free unit bitmap");
-      if (s->unit_cls[i] != (is_free ? 0 : s->pages[i].span->cls)) return fail("unit class");
+      const bool is_free = (s->free_units >> i) & 1;
+      const unit_info& u = s->units[i];
+      if (is_free != (s->pages[i].span == nullptr) || is_free != (u.owner == nullptr))
+        return fail("free unit bitmap");
+      if (is_free ? u.cls != 0 : u.cls == 0 || u.cls >= kClasses) return fail("unit class");
+      if (u.owner == h && (s->pages[i].span->owner != h || s->pages[i].span->cls != u.cls))
+        return fail("unit owner or class against its page");
       used += !is_free;
     }
     if (used != s->used_units) return fail("used_units");
     if (s->dirty_units & ~s->free_units) return fail("a dirty unit is not free");
     if (s->dirty_old & ~s->dirty_units) return fail("dirty_old is not a subset of dirty_units");
   }
-  if (last != h->segments_tail) return fail("segment list tail");
+  if (last != g.pages.segments_tail) return fail("segment list tail");
   return true;
 }
 

@@ -5,7 +5,7 @@
 //   stress churn T SCALE ITER              ITER short-lived threads, T at a time
 //   stress fork T SCALE ITER               fork ITER times while T threads allocate
 //   stress purge T SCALE ITER              T threads release and retake spans while the others
-//                                          purge their dirty units (idle purge, trim)
+//                                          purge the dirty units (any slow path, trim)
 #include <livealloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -299,9 +299,9 @@ void fork_test(int threads, std::size_t scale, long forks) {
 
 // T threads each ITER times build SCALE blocks of 4-64 KiB (whole spans), check and free them, and
 // every few rounds pause without allocating; with purge_delay 1 ms and no kept pages every
-// release leaves dirty units, and every slow path of one thread purges the others' (idle_purge),
-// one thread also trims. A purge that reached units their owner had taken again would zero live
-// blocks: the patterns catch it.
+// release leaves dirty units in the page heap, which every thread takes spans from and any
+// thread's slow path purges; one thread also trims. A purge that reached units a thread had taken
+// again would zero live blocks: the patterns catch it.
 void purge_test(int threads, std::size_t scale, long rounds) {
   long long delay = 0, recycle = 0;
   la::get_option("purge_delay", &delay);
