@@ -258,12 +258,12 @@ TEST_CASE("page_recycle counts 64 KiB units: big spans are kept one at a time") 
     for (void* p : v) la::deallocate(p);
     return d::tls_heap->kept_empty[d::class_of(size)];
   };
-  // One-unit spans (8 KiB blocks): two kept, as before. Eight-unit spans (64 KiB blocks): one.
+  // One-unit spans (8 KiB blocks): two kept, as before. Four-unit spans (64 KiB blocks): one.
   REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
   CHECK(kept_after_churn(8192) == 2);
   CHECK(kept_after_churn(65536) == 1);
-  // 16 units hold two of those spans; 0 keeps none of either.
-  REQUIRE(la::set_option("page_recycle", 16) == la::option_status::ok);
+  // 8 units hold two of those spans; 0 keeps none of either.
+  REQUIRE(la::set_option("page_recycle", 8) == la::option_status::ok);
   CHECK(kept_after_churn(65536) == 2);
   REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
   CHECK(kept_after_churn(65536) == 0);

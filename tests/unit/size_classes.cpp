@@ -39,7 +39,7 @@ TEST_CASE("four classes per doubling above 128 bytes, so rounding wastes at most
   }
 }
 
-TEST_CASE("spans hold at least eight blocks and fit a segment") {
+TEST_CASE("spans hold at least four blocks and fit a segment") {
   for (unsigned c = 1; c < kClasses; ++c) {
     std::size_t span = std::size_t(class_units(c)) << kUnitShift;
     CHECK(span / class_size(c) >= kMinBlocksPerSpan);
