@@ -1427,7 +1427,7 @@ inline void heap_drain_inbox(heap* h) noexcept {
   }
 }
 
-inline void heap_try_collect_abandoned(heap* h, bool purge_now = false) noexcept;
+inline void heap_try_collect_abandoned(heap* h) noexcept;
 
 // Pushes a chain of blocks onto `dest`'s inbox in one atomic operation.
 inline void inbox_push(heap* dest, block* head, block* tail) noexcept {
@@ -1640,22 +1640,21 @@ inline void heap_maintain(heap* h) noexcept {
 }
 
 // Gives back everything the heap of an exited thread (or one being trimmed) holds: its lists go
-// back to their pages and empty pages to the page heap. Their memory goes back to the OS now with
-// `purge_now`, else after purge_delay, unless a thread takes the spans again first.
-inline void heap_collect(heap* h, bool purge_now) noexcept {
+// back to their pages and empty pages to the page heap. Their memory goes back to the OS after
+// purge_delay (or at once in release_caches), unless a thread takes the spans again first.
+inline void heap_collect(heap* h) noexcept {
   outbox_flush(h);
   heap_drain_inbox(h);  // (onto the recent-free lists, which go back to their pages next)
   heap_flush_recent(h);
   heap_release_empty(h, 0, true);
-  if (purge_now) pages_purge(true);
 }
 
-inline void heap_try_collect_abandoned(heap* h, bool purge_now) noexcept {
+inline void heap_try_collect_abandoned(heap* h) noexcept {
   int expected = kHeapAbandoned;
   if (!h->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
                                         std::memory_order_relaxed))
     return;
-  heap_collect(h, purge_now);
+  heap_collect(h);
   h->state.store(kHeapAbandoned, std::memory_order_release);
 }
 
@@ -1686,7 +1685,7 @@ inline heap* pool_take() noexcept {
 // A thread exits: give back what can be given back, then put the heap in the pool for the next
 // thread.
 inline void heap_abandon(heap* h) noexcept {
-  heap_collect(h, false);
+  heap_collect(h);
   overflow_publish(h);
   h->pub.exit_ns.store(realtime_ns(), std::memory_order_relaxed);
   if (!h->published) h->pub.state.store(telemetry::slot_exited, std::memory_order_release);
@@ -2824,23 +2823,20 @@ inline bool trim_impl() noexcept {
     heap_flush_recent(h);
     released |= heap_release_empty(h, 0, true);
   }
-  // Other threads empty their lists at their next slow path; what they already released goes now.
-  std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
-  pages_purge(true);
-  released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
+  // Other threads empty their lists at their next slow path; what they already released goes now
+  // (release_caches purges the page heap).
   return release_caches() || released;
 }
 
-// What no thread holds: the memory of exited threads' heaps, the cached large mappings and the
-// cached segments, unmapped. True if anything went back to the OS.
+// What no thread holds: the memory of exited threads' heaps and every dirty unit of the page heap,
+// purged; the cached large mappings and the cached segments, unmapped. True if anything went back
+// to the OS.
 inline bool release_caches() noexcept {
-  bool released = false;
-  for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all) {
-    if (a->state.load(std::memory_order_relaxed) != kHeapAbandoned) continue;
-    std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
-    heap_try_collect_abandoned(a, true);
-    released |= g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
-  }
+  for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all)
+    if (a->state.load(std::memory_order_relaxed) == kHeapAbandoned) heap_try_collect_abandoned(a);
+  const std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
+  pages_purge(true);
+  bool released = g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   released |= large_cache_clear();
   segment* list;
   {
