@@ -47,7 +47,7 @@ TEST_CASE("malloc and operator new are livealloc's") {
   delete q;
 }
 
-TEST_CASE("malloc(0) is a unique pointer; free(NULL) is a no-op") {
+TEST_CASE("malloc(0) is a unique pointer and free(NULL) is a no-op") {
   void* a = malloc(0);
   void* b = malloc(0);
   CHECK(a);
@@ -171,7 +171,7 @@ TEST_CASE("mallinfo2 reports real numbers") {
   CHECK(mallinfo2().keepcost == 0);
 }
 
-TEST_CASE("operator new throws std::bad_alloc; nothrow forms return nullptr") {
+TEST_CASE("operator new throws std::bad_alloc and the nothrow forms return nullptr") {
   CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100)), std::bad_alloc);
   CHECK_THROWS_AS(sink = ::operator new[](opaque(SIZE_MAX - 100)), std::bad_alloc);
   CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100), std::align_val_t(64)), std::bad_alloc);
@@ -294,7 +294,7 @@ namespace {
 }
 }  // namespace
 
-TEST_CASE("when the OS refuses memory, the caches give theirs back; then malloc fails, new throws") {
+TEST_CASE("when the OS refuses memory, the caches give theirs back, then malloc fails and new throws") {
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) exhaust_address_space();
