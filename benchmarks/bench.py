@@ -78,6 +78,7 @@ CASES = (
     + [bench_case("sizeclass_xthread", "threads=%d" % t) for t in (2, 4)]
     + [bench_case("fragmentation")]
     + [bench_case("pool_idle")]
+    + [bench_case("tail_latency")]
     + [{"workload": "python", "kind": "python", "args": []}]
     + [{"workload": "true", "kind": "true", "args": []}]
 )
@@ -101,6 +102,7 @@ CASE_SECONDS = {
     "vector_push elem=medium threads=1": 0.12, "vector_push elem=medium threads=4": 0.12,
     "vector_push elem=large threads=1": 0.22, "vector_push elem=large threads=4": 0.21,
     "sizeclass_xthread threads=2": 0.12, "sizeclass_xthread threads=4": 0.27, "fragmentation": 0.22,
+    "tail_latency": 3.0,
 }
 
 
@@ -123,7 +125,7 @@ def better(metric):
     """Which direction is good for a metric: 'higher', 'lower', or 'none' (a fact, not a score)."""
     if metric.endswith("per_s"):
         return "higher"
-    if metric in ("live", "bytes_built", "timer_overhead", "observer_events"):
+    if metric in ("live", "bytes_built", "timer_overhead", "observer_events", "batches"):
         return "none"
     return "lower"
 
