@@ -930,6 +930,11 @@ struct page_heap {
   segment* segments = nullptr;  // those with a free unit first (see segment_unlink)
   segment* segments_tail = nullptr;
   std::uint64_t last_release = 0;  // now_ms() of the latest span released dirty
+  // A purge from a slow path gives back at most kPurgeStep units, so no malloc waits for more
+  // than that much madvise; the pass goes on at the next slow path, from the segment it stopped at.
+  segment* purge_cursor = nullptr;  // where the pass in progress stopped (nullptr: none)
+  bool purge_all = false;           // that pass purges every dirty unit (a trim asked for it)
+  bool purge_left = false;          // it left a dirty unit behind in a segment it passed
   // now_ms() after which dirty free units go back to the OS (0: none dirty); read without the
   // lock by every slow path.
   alignas(64) std::atomic<std::uint64_t> purge_deadline{0};
@@ -1051,6 +1056,7 @@ inline int find_run(std::uint64_t bits, unsigned n) noexcept {
 // from here to page_release that touches the list or a segment's units runs under g.pages.lock.
 inline void segment_unlink(segment* s) noexcept {
   page_heap& ph = g.pages;
+  if (ph.purge_cursor == s) ph.purge_cursor = s->next;
   (s->prev ? s->prev->next : ph.segments) = s->next;
   (s->next ? s->next->prev : ph.segments_tail) = s->prev;
 }
@@ -1250,17 +1256,36 @@ inline void page_release(heap* h, page* pg) noexcept {
 // unit goes (trim), and so it does when nothing was released for a whole delay; while releases go
 // on, only the units already dirty at the previous check go, so none goes back right after its
 // release (a program that frees and reallocates in bursts would fault it straight back in).
+// A pass with a `budget` (in units) stops when it is spent and makes the purge due at once, so the
+// next slow path, whichever thread's, goes on from there: a thread that frees a gigabyte then
+// sleeps makes no malloc elsewhere wait 60 ms for madvise. kPurgeAll runs the whole pass now.
 // Under g.pages.lock.
-inline void pages_purge_locked(bool all) noexcept {
+constexpr unsigned kPurgeAll = ~0u;
+constexpr unsigned kPurgeStep = 8;  // 512 KiB: about 40 us of madvise here when resident
+
+inline void pages_purge_locked(bool all, unsigned budget) noexcept {
   page_heap& ph = g.pages;
   const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
   const std::uint64_t now = now_ms();
-  if (!all && now >= ph.last_release + delay) all = true;
-  bool purged = false, remaining = false;
-  for (segment* s = ph.segments; s;) {
+  segment* s = ph.segments;
+  if (budget == kPurgeAll || !ph.purge_cursor)
+    ph.purge_left = false;  // a new pass, from the first segment
+  else
+    s = ph.purge_cursor;
+  ph.purge_cursor = nullptr;
+  all = all || ph.purge_all || now >= ph.last_release + delay;
+  bool purged = false;
+  while (s) {
     segment* next = s->next;
     std::uint64_t d = all ? s->dirty_units : (s->dirty_units & s->dirty_old);
+    const bool cut = static_cast<unsigned>(__builtin_popcountll(d)) > budget;
+    if (cut) {  // keep the lowest `budget` units of d
+      std::uint64_t keep = 0;
+      for (unsigned i = 0; i < budget; ++i, d &= d - 1) keep |= d & (~d + 1);
+      d = keep;
+    }
     if (d) {
+      budget -= static_cast<unsigned>(__builtin_popcountll(d));
       sub(g_proc->committed_bytes, std::size_t(__builtin_popcountll(d)) << kUnitShift);
       purged = true;
       s->dirty_units &= ~d;
@@ -1273,17 +1298,27 @@ inline void pages_purge_locked(bool all) noexcept {
                   std::size_t(len) << kUnitShift);
       d &= ~unit_mask(first, len);
     }
+    if (cut) {  // the rest of this segment's old units first, at the next slow path
+      s->dirty_old &= s->dirty_units;
+      ph.purge_cursor = s;
+      break;
+    }
     s->dirty_old = s->dirty_units;
-    remaining |= s->dirty_units != 0;
+    ph.purge_left |= s->dirty_units != 0;
     if (s->used_units == 0 && s->dirty_units == 0) segment_release(s);
     s = next;
   }
   if (purged) add(g_proc->purges, 1);
-  ph.purge_deadline.store(remaining ? now + delay : 0, std::memory_order_relaxed);
+  if (ph.purge_cursor) {
+    ph.purge_deadline.store(now, std::memory_order_relaxed);
+  } else {
+    ph.purge_all = false;
+    ph.purge_deadline.store(ph.purge_left ? now + delay : 0, std::memory_order_relaxed);
+  }
 }
 inline void pages_purge(bool all) noexcept {
   lock_guard guard(g.pages.lock);
-  pages_purge_locked(all);
+  pages_purge_locked(all, kPurgeAll);
 }
 // At a slow path, whichever thread's, once the deadline has passed: the threads that released the
 // units may never have another (pool workers after a burst, threads blocked on I/O). A thread that
@@ -1291,8 +1326,16 @@ inline void pages_purge(bool all) noexcept {
 inline void pages_purge_due(std::uint64_t now) noexcept {
   if (!g.pages.lock.try_lock()) return;
   const std::uint64_t due = g.pages.purge_deadline.load(std::memory_order_relaxed);
-  if (due != 0 && now >= due) pages_purge_locked(false);
+  if (due != 0 && now >= due) pages_purge_locked(false, kPurgeStep);
   g.pages.lock.unlock();
+}
+// A trim answered at a thread's slow path: a new pass that purges every dirty unit, a step at a
+// time, from the purge check later in this same slow path on.
+inline void pages_purge_soon() noexcept {
+  lock_guard guard(g.pages.lock);
+  g.pages.purge_cursor = nullptr;
+  g.pages.purge_all = true;
+  g.pages.purge_deadline.store(now_ms(), std::memory_order_relaxed);
 }
 
 // Carves the next blocks of a span into its free list.
@@ -1543,7 +1586,7 @@ inline void heap_apply_options(heap* h) noexcept {
     h->trim_seen = trim;
     heap_flush_recent(h);
     heap_release_empty(h, 0, true);
-    pages_purge(true);
+    pages_purge_soon();
   }
 }
 
@@ -1619,7 +1662,7 @@ inline void overflow_publish(heap* h) noexcept {
 }
 
 // Everything the slow path does before looking for a page.
-inline bool large_cache_sweep(bool all) noexcept;
+inline void large_cache_sweep_step(std::uint64_t now) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -1633,7 +1676,7 @@ inline void heap_maintain(heap* h) noexcept {
   if (large_deadline != 0 || purge_deadline != 0) {
     std::uint64_t now = now_ms();
     if (purge_deadline != 0 && now >= purge_deadline) pages_purge_due(now);
-    if (large_deadline != 0 && now >= large_deadline) large_cache_sweep(false);
+    if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now);
   }
   outbox_flush(h);
   heap_drain_inbox(h);
@@ -2219,17 +2262,16 @@ inline unsigned large_cache_expire(std::uint64_t now, bool all, large_cache_entr
   return n;
 }
 
-inline bool large_cache_sweep(bool all) noexcept {
+inline bool large_cache_clear() noexcept {
   large_cache_entry gone[kLargeCacheSlots];
   unsigned n;
   {
     lock_guard guard(g.large_lock);
-    n = large_cache_expire(now_ms(), all, gone);
+    n = large_cache_expire(now_ms(), true, gone);
   }
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   return n > 0;
 }
-inline bool large_cache_clear() noexcept { return large_cache_sweep(true); }
 
 inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept;
 
@@ -2272,6 +2314,38 @@ inline large_cache_entry large_cache_remove(unsigned i) noexcept {
   sub(g_proc->cached_bytes, e.size);
   if (g.large_cache_count == 0) g.large_cache_deadline.store(0, std::memory_order_relaxed);
   return e;
+}
+
+// At a slow path, whichever thread's, once a cached mapping has expired: unmaps at most
+// kPurgeStep units of it, the oldest first. Of a larger one only the tail goes, and the rest
+// stays cached, expired, so the deadline stays due and the next slow path goes on: no malloc
+// waits for the munmap of a 128 MiB block another thread freed (6 ms here).
+inline void large_cache_sweep_step(std::uint64_t now) noexcept {
+  constexpr std::size_t step = std::size_t(kPurgeStep) << kUnitShift;
+  large_cache_entry gone{nullptr, 0, 0};
+  {
+    lock_guard guard(g.large_lock);
+    int oldest = -1;
+    for (unsigned i = 0; i < g.large_cache_count; ++i)
+      if (now >= g.large_cache[i].expires &&
+          (oldest < 0 || g.large_cache[i].expires < g.large_cache[oldest].expires))
+        oldest = static_cast<int>(i);
+    if (oldest >= 0) {
+      large_cache_entry& e = g.large_cache[oldest];
+      if (e.size > step) {
+        e.size -= step;
+        gone = {e.base + e.size, step, 0};
+        sub(g_proc->cached_bytes, step);
+      } else {
+        gone = large_cache_remove(static_cast<unsigned>(oldest));
+      }
+    }
+    std::uint64_t earliest = 0;
+    for (unsigned i = 0; i < g.large_cache_count; ++i)
+      if (earliest == 0 || g.large_cache[i].expires < earliest) earliest = g.large_cache[i].expires;
+    g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+  }
+  if (gone.size) os_unmap(gone.base, gone.size);
 }
 
 // Extends the mapping [base, base + *size) by the cached entries right after it (pieces split
@@ -2933,7 +3007,9 @@ inline bool heap_is_valid() noexcept {
   // are theirs to write, so only this heap's are read).
   segment* last = nullptr;
   lock_guard guard(g.pages.lock);
+  bool cursor_listed = g.pages.purge_cursor == nullptr;
   for (segment* s = g.pages.segments; s; last = s, s = s->next) {
+    cursor_listed |= s == g.pages.purge_cursor;
     if (s->magic != kMagic || s->kind != kKindSegment) return fail("segment header");
     if (s->prev != last) return fail("segment list links");
     if (last && last->free_units == 0 && s->free_units != 0)
@@ -2954,6 +3030,9 @@ inline bool heap_is_valid() noexcept {
     if (s->dirty_old & ~s->dirty_units) return fail("dirty_old is not a subset of dirty_units");
   }
   if (last != g.pages.segments_tail) return fail("segment list tail");
+  if (!cursor_listed) return fail("the purge cursor is not a listed segment");
+  if (g.pages.purge_cursor && g.pages.purge_deadline.load(std::memory_order_relaxed) == 0)
+    return fail("a purge pass stopped with no deadline to go on");
   return true;
 }
 

@@ -401,15 +401,75 @@ TEST_CASE("a live idle thread's released pages go back at another thread's slow 
     for (int i = 0; i < 8; ++i) v.push_back(la::allocate(200000));
     CHECK(la::get_stats().madvise_calls == madvise_before);
     CHECK(purge_pending());
-    // The worker never reaches a slow path again: after the delay this thread's next one purges.
+    // The worker never reaches a slow path again: after the delay this thread's next one purges,
+    // a step at a time, and the ones after it finish.
     usleep(350 * 1000);
     for (int i = 0; i < 8; ++i) v.push_back(la::allocate(180000));
     CHECK(la::get_stats().madvise_calls > madvise_before);
+    for (int i = 0; i < 1000 && purge_pending(); ++i) la::detail::heap_maintain(la::detail::tls_heap);
     CHECK_FALSE(purge_pending());
     for (void* p : v) la::deallocate(p);
   }
   CHECK(la::detail::heap_is_valid());
   REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("a slow path purges one step of what another thread released, and the next ones go on") {
+  namespace d = la::detail;
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 100) == la::option_status::ok);
+  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  {
+    idle_worker w;  // ~10 MiB of spans released, about 160 units
+    usleep(250 * 1000);
+    const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
+    std::size_t committed = d::g_proc->committed_bytes.load();
+    const std::size_t start = committed;
+    int steps = 0;
+    while (purge_pending() && steps < 1000) {
+      d::heap_maintain(d::tls_heap);  // one slow path of this thread
+      ++steps;
+      const std::size_t now = d::g_proc->committed_bytes.load();
+      CHECK(now <= committed);
+      CHECK(committed - now <= step);  // never more madvise than one step in one malloc
+      if (purge_pending()) CHECK(committed - now == step);  // a step short only at the end
+      committed = now;
+      CHECK(d::heap_is_valid());
+    }
+    CHECK_FALSE(purge_pending());
+    CHECK(start - committed >= std::size_t(8) << 20);  // the worker's spans went back
+    CHECK(steps >= 8);
+  }
+  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
+TEST_CASE("an expired large mapping goes back a step at a time, at the next slow paths") {
+  namespace d = la::detail;
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  void* p = la::allocate(64 << 20);
+  REQUIRE(p);
+  std::memset(p, 1, 64 << 20);  // resident: unmapping it all at once takes milliseconds
+  la::deallocate(p);
+  const std::size_t cached = la::get_stats().cached_bytes;
+  CHECK(cached >= (64u << 20));
+  usleep(20 * 1000);
+  const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
+  std::size_t left = cached;
+  int steps = 0;
+  while (left > 0 && steps < 1000) {
+    d::heap_maintain(d::tls_heap);
+    ++steps;
+    const std::size_t now = la::get_stats().cached_bytes;
+    CHECK(now < left);
+    CHECK(left - now <= step);
+    left = now;
+  }
+  CHECK(left == 0);
+  CHECK(steps >= 64);
+  CHECK(d::g.large_cache_deadline.load() == 0);  // nothing cached, nothing due
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
