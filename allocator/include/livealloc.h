@@ -2242,32 +2242,19 @@ inline large_header* large_of(const void* p) noexcept {
   return reinterpret_cast<large_header*>(a & ~kSegmentMask);
 }
 
-// Unmaps entries that expired (or all with `all`); call with large_lock held. Returns the entries
-// to unmap, which the caller does after unlocking.
-inline unsigned large_cache_expire(std::uint64_t now, bool all, large_cache_entry* out) noexcept {
-  unsigned n = 0;
-  std::uint64_t earliest = 0;
-  for (unsigned i = 0; i < g.large_cache_count;) {
-    large_cache_entry& e = g.large_cache[i];
-    if (all || now >= e.expires) {
-      sub(g_proc->cached_bytes, e.size);
-      out[n++] = e;
-      e = g.large_cache[--g.large_cache_count];
-      continue;
-    }
-    if (earliest == 0 || e.expires < earliest) earliest = e.expires;
-    ++i;
-  }
-  g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
-  return n;
-}
-
+// Unmaps every cached mapping (trim, or before retrying a failed mmap).
 inline bool large_cache_clear() noexcept {
   large_cache_entry gone[kLargeCacheSlots];
   unsigned n;
   {
     lock_guard guard(g.large_lock);
-    n = large_cache_expire(now_ms(), true, gone);
+    n = g.large_cache_count;
+    for (unsigned i = 0; i < n; ++i) {
+      gone[i] = g.large_cache[i];
+      sub(g_proc->cached_bytes, gone[i].size);
+    }
+    g.large_cache_count = 0;
+    g.large_cache_deadline.store(0, std::memory_order_relaxed);
   }
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   return n > 0;
@@ -2446,17 +2433,17 @@ inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
   return large_fit(base, *size, need, size);  // *size >= need: trims, never fails
 }
 
-// Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms, evicting the
-// oldest entries; a loop of large allocations then pays neither mmap nor page faults.
+// Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms; a loop of
+// large allocations then pays neither mmap nor page faults. The oldest entries make room, unmapped
+// here (the price of caching this one); expired ones go a step at a time, at slow paths and here.
 inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
   const std::size_t limit = static_cast<std::size_t>(option(opt_large_cache)) << 20;
   const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
+  const std::uint64_t now = now_ms();
   large_cache_entry gone[kLargeCacheSlots + 1];
   unsigned n = 0;
   if (size <= limit && delay > 0) {
-    const std::uint64_t now = now_ms();
     lock_guard guard(g.large_lock);
-    n = large_cache_expire(now, false, gone);
     std::size_t bytes = 0;
     for (unsigned i = 0; i < g.large_cache_count; ++i) bytes += g.large_cache[i].size;
     while (g.large_cache_count > 0 &&
@@ -2477,6 +2464,8 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
     gone[n++] = {base, size, 0};
   }
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
+  const std::uint64_t due = g.large_cache_deadline.load(std::memory_order_relaxed);
+  if (due != 0 && now >= due) large_cache_sweep_step(now);
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,

@@ -473,6 +473,28 @@ TEST_CASE("an expired large mapping goes back a step at a time, at the next slow
   REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
+TEST_CASE("freeing a large block unmaps at most a step of the expired mappings, not all of them") {
+  namespace d = la::detail;
+  la::trim();
+  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  void* p = la::allocate(1 << 20);
+  void* big = la::allocate(64 << 20);
+  REQUIRE((p && big));
+  std::memset(big, 1, 64 << 20);
+  la::deallocate(big);
+  const std::size_t cached = la::get_stats().cached_bytes;
+  CHECK(cached >= (64u << 20));
+  usleep(20 * 1000);  // expired
+  const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
+  const std::size_t munmaps = la::get_stats().munmap_calls;
+  la::deallocate(p);  // cached, and one step of the expired mapping unmapped
+  CHECK(la::get_stats().munmap_calls == munmaps + 1);
+  CHECK(la::get_stats().cached_bytes >= cached - step + (1u << 20));  // the rest still cached
+  la::trim();
+  CHECK(la::get_stats().cached_bytes == 0);
+  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
+}
+
 TEST_CASE("the spans a live thread released serve another thread: no new segment, no page fault") {
   la::trim();
   REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
