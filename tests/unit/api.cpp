@@ -35,6 +35,27 @@ bool check(const void* p, std::size_t n, unsigned char seed) {
     if (b[i] != static_cast<unsigned char>(seed + i * 7)) return false;
   return true;
 }
+// Options one test case sets; the destructor puts back the values it found (ctest runs each case
+// in a process of its own, but the binary run by hand runs them all in one).
+class scoped_options {
+ public:
+  scoped_options() = default;
+  scoped_options(const scoped_options&) = delete;
+  scoped_options& operator=(const scoped_options&) = delete;
+  void set(const char* name, long long value) {
+    long long was = 0;
+    REQUIRE(la::get_option(name, &was));
+    saved_.emplace(name, was);  // the first value only
+    REQUIRE(la::set_option(name, value) == la::option_status::ok);
+  }
+  ~scoped_options() {
+    for (const auto& [name, value] : saved_) la::set_option(name.c_str(), value);
+  }
+
+ private:
+  std::map<std::string, long long> saved_;
+};
+
 const std::vector<std::size_t>& sizes() {
   static const std::vector<std::size_t> s = [] {
     std::vector<std::size_t> v = {0, 1, 8, 15, 16, 17, 100, 128, 129, 1000, 1024, 1025, 4096,
@@ -208,7 +229,8 @@ TEST_CASE("sized deallocate and many live blocks keep the heap valid") {
 }
 
 TEST_CASE("trim returns cached memory to the OS") {
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
   std::vector<void*> v;
   for (int i = 0; i < 4000; ++i) v.push_back(la::allocate(1000));
   void* big = la::allocate(32 << 20);
@@ -221,13 +243,13 @@ TEST_CASE("trim returns cached memory to the OS") {
   CHECK(s.cached_bytes == 0);
   CHECK(s.madvise_calls > madvise_before);
   CHECK(la::detail::heap_is_valid());
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 0) == la::option_status::ok);  // at once
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 0);  // at once
+  opts.set("page_recycle", 0);
   std::vector<void*> v;
   for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages of this class
   std::size_t before = la::get_stats().madvise_calls;
@@ -236,22 +258,21 @@ TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
   CHECK(released_at_0 >= 100);  // all but the current page went back
 
   // Applied at this thread's next slow path, which the allocations below go through.
-  REQUIRE(la::set_option("page_recycle", 1000) == la::option_status::ok);
+  opts.set("page_recycle", 1000);
   v.clear();
   for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
   before = la::get_stats().madvise_calls;
   for (void* p : v) la::deallocate(p);
   CHECK(la::get_stats().madvise_calls - before == 0);  // all kept for reuse
   CHECK(la::detail::heap_is_valid());
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
   la::trim();
 }
 
 TEST_CASE("page_recycle counts 64 KiB units: big spans are kept one at a time") {
   namespace d = la::detail;
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
   auto kept_after_churn = [](std::size_t size) {
     std::vector<void*> v;
     for (int i = 0; i < 64; ++i) v.push_back(la::allocate(size));  // several spans
@@ -259,25 +280,24 @@ TEST_CASE("page_recycle counts 64 KiB units: big spans are kept one at a time") 
     return d::tls_heap->kept_empty[d::class_of(size)];
   };
   // One-unit spans (8 KiB blocks): two kept, as before. Four-unit spans (64 KiB blocks): one.
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
+  opts.set("page_recycle", 2);
   CHECK(kept_after_churn(8192) == 2);
   CHECK(kept_after_churn(65536) == 1);
   // 8 units hold two of those spans; 0 keeps none of either.
-  REQUIRE(la::set_option("page_recycle", 8) == la::option_status::ok);
+  opts.set("page_recycle", 8);
   CHECK(kept_after_churn(65536) == 2);
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  opts.set("page_recycle", 0);
   CHECK(kept_after_churn(65536) == 0);
   CHECK(kept_after_churn(8192) == 0);
   CHECK(d::heap_is_valid());
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
   la::trim();
 }
 
 TEST_CASE("released pages are reused at once and go back to the OS after the purge delay") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 50) == la::option_status::ok);
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 50);
+  opts.set("page_recycle", 0);
   std::vector<void*> v;
   for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
   std::size_t before = la::get_stats().madvise_calls;
@@ -296,13 +316,12 @@ TEST_CASE("released pages are reused at once and go back to the OS after the pur
   CHECK(la::get_stats().madvise_calls > before);
   for (void* p : other) la::deallocate(p);
   CHECK(la::detail::heap_is_valid());
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("units freed in full segments behind newer ones are found again: no new segment") {
   la::trim();
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("page_recycle", 0);
   // 8 KiB blocks: 8 to a one-unit span, 63 spans to a segment; 2000 of them fill three segments
   // and most of a fourth. Full segments go behind the others, in the order they filled.
   std::vector<void*> v;
@@ -328,14 +347,14 @@ TEST_CASE("units freed in full segments behind newer ones are found again: no ne
   CHECK(la::detail::heap_is_valid());
   for (void* p : v) la::deallocate(p);
   CHECK(la::detail::heap_is_valid());
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
   la::trim();
 }
 
 TEST_CASE("an exited thread's pages stay for the purge delay, for the next thread, then go back") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 300) == la::option_status::ok);
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 300);
+  opts.set("page_recycle", 0);
   auto churn = [] {
     std::vector<void*> v;
     for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages
@@ -356,8 +375,6 @@ TEST_CASE("an exited thread's pages stay for the purge delay, for the next threa
   for (int i = 0; i < 64; ++i) v.push_back(la::allocate(200000));
   CHECK(la::get_stats().madvise_calls > madvise_before);
   for (void* p : v) la::deallocate(p);
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 // A live thread that frees its pages and then stops allocating (a pool worker after a burst) never
@@ -388,8 +405,9 @@ bool purge_pending() { return la::detail::g.pages.purge_deadline.load() != 0; }
 
 TEST_CASE("a live idle thread's released pages go back at another thread's slow path after the delay") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 100) == la::option_status::ok);
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 100);
+  opts.set("page_recycle", 0);
   {
     CHECK_FALSE(purge_pending());
     idle_worker w;
@@ -411,15 +429,14 @@ TEST_CASE("a live idle thread's released pages go back at another thread's slow 
     for (void* p : v) la::deallocate(p);
   }
   CHECK(la::detail::heap_is_valid());
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("a slow path purges one step of what another thread released, and the next ones go on") {
   namespace d = la::detail;
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 100) == la::option_status::ok);
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 100);
+  opts.set("page_recycle", 0);
   {
     idle_worker w;  // ~10 MiB of spans released, about 160 units
     usleep(250 * 1000);
@@ -441,14 +458,13 @@ TEST_CASE("a slow path purges one step of what another thread released, and the 
     CHECK(start - committed >= std::size_t(8) << 20);  // the worker's spans went back
     CHECK(steps >= 8);
   }
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("an expired large mapping goes back a step at a time, at the next slow paths") {
   namespace d = la::detail;
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 1);
   void* p = la::allocate(64 << 20);
   REQUIRE(p);
   std::memset(p, 1, 64 << 20);  // resident: unmapping it all at once takes milliseconds
@@ -470,13 +486,13 @@ TEST_CASE("an expired large mapping goes back a step at a time, at the next slow
   CHECK(left == 0);
   CHECK(steps >= 64);
   CHECK(d::g.large_cache_deadline.load() == 0);  // nothing cached, nothing due
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("freeing a large block unmaps at most a step of the expired mappings, not all of them") {
   namespace d = la::detail;
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 1);
   void* p = la::allocate(1 << 20);
   void* big = la::allocate(64 << 20);
   REQUIRE((p && big));
@@ -492,13 +508,13 @@ TEST_CASE("freeing a large block unmaps at most a step of the expired mappings, 
   CHECK(la::get_stats().cached_bytes >= cached - step + (1u << 20));  // the rest still cached
   la::trim();
   CHECK(la::get_stats().cached_bytes == 0);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("the spans a live thread released serve another thread: no new segment, no page fault") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
+  opts.set("page_recycle", 0);
   {
     idle_worker w;  // built and freed ~160 spans of 512-byte blocks, and waits
     CHECK(purge_pending());
@@ -517,15 +533,14 @@ TEST_CASE("the spans a live thread released serve another thread: no new segment
     CHECK(la::detail::heap_is_valid());
     for (void* p : v) la::deallocate(p);
   }
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
   la::trim();
 }
 
 TEST_CASE("trim purges what other live threads released, without waiting for their slow path") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
-  REQUIRE(la::set_option("page_recycle", 0) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
+  opts.set("page_recycle", 0);
   {
     idle_worker w;
     CHECK(purge_pending());
@@ -534,25 +549,24 @@ TEST_CASE("trim purges what other live threads released, without waiting for the
     CHECK(la::get_stats().madvise_calls > madvise_before);
     CHECK_FALSE(purge_pending());
   }
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("a thread that never leaves its recent-free list still applies a tuning request") {
   namespace d = la::detail;
   for (int i = 0; i < 100; ++i) la::deallocate(la::allocate(48));  // warm: the list has the block
-  REQUIRE(la::set_option("page_recycle", 3) == la::option_status::ok);
+  scoped_options opts;
+  opts.set("page_recycle", 3);
   const std::uint64_t gen = d::options_gen();
   CHECK(d::tls_heap->pub.applied_generation.load() < gen);  // no slow path since
   // Malloc/free pairs of one size: each malloc pops the block the free before pushed.
   for (int i = 0; i < 10000; ++i) la::deallocate(la::allocate(48));
   CHECK(d::tls_heap->pub.applied_generation.load() == gen);
-  REQUIRE(la::set_option("page_recycle", 2) == la::option_status::ok);
 }
 
 TEST_CASE("large mappings are reused from the cache instead of mmap, until they expire") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
   void* p = la::allocate(10 << 20);
   la::deallocate(p);
   std::size_t maps = la::get_stats().mmap_calls;
@@ -565,7 +579,7 @@ TEST_CASE("large mappings are reused from the cache instead of mmap, until they 
   CHECK(la::get_stats().mmap_calls == maps);
   CHECK(la::get_stats().cached_bytes >= (9u << 20));
   // A short delay: the cached mapping goes back to the OS at a later slow path.
-  REQUIRE(la::set_option("purge_delay", 1) == la::option_status::ok);
+  opts.set("purge_delay", 1);
   p = la::allocate(10 << 20);
   la::deallocate(p);
   usleep(20 * 1000);
@@ -573,7 +587,6 @@ TEST_CASE("large mappings are reused from the cache instead of mmap, until they 
   for (int i = 0; i < 2000; ++i) v.push_back(la::allocate(2000));  // slow paths
   for (void* q : v) la::deallocate(q);
   CHECK(la::get_stats().cached_bytes < (9u << 20));
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 namespace {
@@ -586,7 +599,8 @@ long minor_faults() {
 
 TEST_CASE("a large buffer grown by realloc steps reuses cached pages: no new mapping, no faults") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
   std::size_t n = 300 << 10;
   auto* p = static_cast<unsigned char*>(la::allocate(n));  // a fresh mapping
   fill(p, n, 5);
@@ -613,12 +627,12 @@ TEST_CASE("a large buffer grown by realloc steps reuses cached pages: no new map
   CHECK(tail_ok);
   la::deallocate(p);
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("a large buffer that outgrows every cached mapping moves into the largest, not past it") {
   la::trim();
-  REQUIRE(la::set_option("purge_delay", 60000) == la::option_status::ok);  // no expiry here
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
   auto* p = static_cast<unsigned char*>(la::allocate(1 << 20));
   fill(p, 1 << 20, 7);
   void* cached = la::allocate(3 << 20);
@@ -639,7 +653,6 @@ TEST_CASE("a large buffer that outgrows every cached mapping moves into the larg
   la::deallocate(p);
   la::trim();
   CHECK(la::get_stats().cached_bytes < before);
-  REQUIRE(la::set_option("purge_delay", 10) == la::option_status::ok);
 }
 
 TEST_CASE("large reallocate keeps the mapping until the request falls below half the largest") {
