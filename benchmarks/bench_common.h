@@ -281,6 +281,34 @@ inline size_t log_uniform(Rng& r, size_t lo, size_t hi) {
   return std::clamp(base + static_cast<size_t>(r.below(base)), lo, hi);
 }
 
+struct Block {
+  void* p;
+  size_t n;
+};
+
+// A burst of work that leaves its memory freed: blocks of 16 B to `max_size` (log-uniform) up to
+// `bytes` in all, every byte written (resident, as real buffers would be), then checked and freed
+// in random order. `blocks` is scratch space, reused across bursts.
+inline void build_and_free(const char* workload, Rng& rng, size_t bytes, size_t max_size,
+                           std::vector<Block>& blocks) {
+  size_t built = 0;
+  while (built < bytes) {
+    const size_t n = log_uniform(rng, 16, max_size);
+    void* p = checked(std::malloc(n), workload, n);
+    std::memset(p, 0x5a, n);
+    fill(p, n, reinterpret_cast<uintptr_t>(p) ^ n);
+    blocks.push_back({p, n});
+    built += n;
+  }
+  for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[rng.below(i)]);
+  for (const Block& b : blocks) {
+    if (!intact(b.p, b.n, reinterpret_cast<uintptr_t>(b.p) ^ b.n))
+      fail(workload, "pattern changed", b.p, b.n);
+    std::free(b.p);
+  }
+  blocks.clear();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Time.
 

@@ -15,34 +15,12 @@ constexpr const char* kName = "pool_idle";
 constexpr int kRounds = 3;
 constexpr size_t kMaxSize = 65536;
 
-struct Block {
-  void* p;
-  size_t n;
-};
-
-// One worker's burst: kRounds times, blocks up to `live_bytes` in all, every byte written, then
-// all of them checked and freed in random order.
+// One worker's burst: kRounds times, blocks up to `live_bytes` in all, built and freed.
 void burst(int id, size_t live_bytes) {
   bench::Rng rng(static_cast<uint64_t>(id) + 11);
-  std::vector<Block> blocks;
-  for (int round = 0; round < kRounds; ++round) {
-    size_t bytes = 0;
-    while (bytes < live_bytes) {
-      const size_t n = bench::log_uniform(rng, 16, kMaxSize);
-      void* p = bench::checked(std::malloc(n), kName, n);
-      std::memset(p, 0x5a, n);  // resident, as a real buffer would be
-      bench::fill(p, n, reinterpret_cast<uintptr_t>(p) ^ n);
-      blocks.push_back({p, n});
-      bytes += n;
-    }
-    for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[rng.below(i)]);
-    for (const Block& b : blocks) {
-      if (!bench::intact(b.p, b.n, reinterpret_cast<uintptr_t>(b.p) ^ b.n))
-        bench::fail(kName, "pattern changed", b.p, b.n);
-      std::free(b.p);
-    }
-    blocks.clear();
-  }
+  std::vector<bench::Block> blocks;
+  for (int round = 0; round < kRounds; ++round)
+    bench::build_and_free(kName, rng, live_bytes, kMaxSize, blocks);
 }
 
 }  // namespace

@@ -15,10 +15,7 @@ constexpr const char* kName = "tail_latency";
 constexpr size_t kLive = 4096;
 constexpr int kPerRequest = 16;
 
-struct Block {
-  void* p;
-  size_t n;
-};
+using bench::Block;
 
 uint64_t thread_cpu_ns() {
   timespec ts;
@@ -29,27 +26,6 @@ uint64_t thread_cpu_ns() {
 Block make(bench::Rng& rng) {
   const size_t n = bench::log_uniform(rng, 16, 32768);
   return {bench::make_block(kName, n, n), n};
-}
-
-// Builds `bytes` of blocks of 16 B-64 KiB, every byte written, then checks and frees them in
-// random order: a cache rebuilt, a batch of messages parsed and dropped.
-void batch(bench::Rng& rng, size_t bytes, std::vector<Block>& blocks) {
-  size_t built = 0;
-  while (built < bytes) {
-    const size_t n = bench::log_uniform(rng, 16, 65536);
-    void* p = bench::checked(std::malloc(n), kName, n);
-    std::memset(p, 0x5a, n);
-    bench::fill(p, n, reinterpret_cast<uintptr_t>(p) ^ n);
-    blocks.push_back({p, n});
-    built += n;
-  }
-  for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[rng.below(i)]);
-  for (const Block& b : blocks) {
-    if (!bench::intact(b.p, b.n, reinterpret_cast<uintptr_t>(b.p) ^ b.n))
-      bench::fail(kName, "pattern changed", b.p, b.n);
-    std::free(b.p);
-  }
-  blocks.clear();
 }
 
 }  // namespace
@@ -67,7 +43,7 @@ int main(int argc, char** argv) {
     bench::Rng rng(3);
     std::vector<Block> blocks;
     while (!stop.load()) {
-      batch(rng, static_cast<size_t>(batch_mib) << 20, blocks);
+      bench::build_and_free(kName, rng, static_cast<size_t>(batch_mib) << 20, 65536, blocks);
       batches.fetch_add(1);
       for (long waited = 0; waited < period_ms && !stop.load(); waited += 5)
         usleep(5000);  // idle until the next batch, in steps so the end is not delayed
