@@ -635,6 +635,11 @@ constexpr std::uint16_t recent_limit(unsigned c) {
   std::size_t n = kRecentBytes / class_size(c);
   return static_cast<std::uint16_t>(n < kRecentMin ? kRecentMin : n > kRecentMax ? kRecentMax : n);
 }
+// The most a class's limit grows to (recent_grow): 8 times the start, within kRecentMax.
+constexpr std::uint16_t recent_cap(unsigned c) {
+  std::size_t n = std::size_t(recent_limit(c)) * 8;
+  return static_cast<std::uint16_t>(n > kRecentMax ? kRecentMax : n);
+}
 
 // Remote frees of classes up to 4 KiB stay on the freeing thread's foreign list (see
 // free_remote); larger blocks go home, where they do not pin their owner's pages.
@@ -792,6 +797,9 @@ struct alignas(32) recent_list {  // (32 bytes: indexing is a shift)
   block* head = nullptr;
   block* foreign = nullptr;
   std::uint32_t room = 0;  // blocks the two lists may still take (always 0 in the empty heap)
+  std::uint16_t limit = 0;  // room + blocks held: recent_limit(class), grown by recent_grow
+  bool overflowed = false;  // a free found no room since the class's last refill
+  std::uint8_t streak = 0;  // refills in a row that found `overflowed`
 };
 
 // Blocks this thread freed for one other heap, waiting to go back in one atomic push.
@@ -1433,6 +1441,7 @@ LIVEALLOC_ALWAYS_INLINE void heap_free_block(heap* h, unsigned cls, block* b) no
     bump(h->stats[cls].v[c_frees]);
     return;
   }
+  r.overflowed = true;
   page_free_block(h, page_of(b), b);
 }
 
@@ -1525,7 +1534,7 @@ inline void heap_flush_recent(heap* h) noexcept {
   for (unsigned c = 1; c < kClasses; ++c) {
     block* b = h->recent[c].head;
     block* f = h->recent[c].foreign;
-    h->recent[c] = recent_list{nullptr, nullptr, recent_limit(c)};
+    h->recent[c] = recent_list{nullptr, nullptr, recent_limit(c), recent_limit(c)};
     for (block* next; b; b = next) {
       next = b->next;
       page_return_block(h, page_of(b), b);
@@ -2044,7 +2053,7 @@ inline heap* heap_new() noexcept {
     idx = g_table.slots ? g_table.slots - 1 : 0;
   }
   heap* h = new (mem) heap(&g_empty_page);
-  for (unsigned c = 1; c < kClasses; ++c) h->recent[c].room = recent_limit(c);
+  for (unsigned c = 1; c < kClasses; ++c) h->recent[c].room = h->recent[c].limit = recent_limit(c);
   h->slot = idx;
   h->published = published;
   h->state.store(kHeapOwned, std::memory_order_relaxed);
@@ -2147,6 +2156,24 @@ inline void note_peak(heap* h, unsigned cls) noexcept {
     k[c_peak_live].store(live, std::memory_order_relaxed);
 }
 
+// At a refill: a class whose frees overflowed its recent-free list between this refill and the
+// last, twice in a row, keeps blocks it will need again soon (random sizes churning over more
+// blocks than the list holds). Its limit grows by the start value, up to recent_cap. A thread
+// that builds and then frees (one overflow, then refills without) never grows its lists.
+inline void recent_grow(recent_list& r, unsigned cls) noexcept {
+  if (!r.overflowed) {
+    r.streak = 0;
+    return;
+  }
+  r.overflowed = false;
+  if (++r.streak < 2) return;
+  r.streak = 0;
+  const std::uint16_t cap = recent_cap(cls), step = recent_limit(cls);
+  const std::uint16_t grow = static_cast<std::uint16_t>(cap - r.limit < step ? cap - r.limit : step);
+  r.limit = static_cast<std::uint16_t>(r.limit + grow);
+  r.room += grow;
+}
+
 LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) noexcept {
   heap* h = tls_heap;
   if (h == &g_empty_heap && !(h = thread_init())) {
@@ -2156,6 +2183,7 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
   heap_maintain(h);
   bump(h->stats[cls].v[c_refills]);
   bump(h->pub.slow_paths);
+  recent_grow(h->recent[cls], cls);
   page* pg = find_page(h, cls);
   if (!pg) {
     errno = ENOMEM;
@@ -2990,7 +3018,9 @@ inline bool heap_is_valid() noexcept {
         return fail("foreign block of this heap or of another class");
       ++recent;
     }
-    if (recent + h->recent[c].room != recent_limit(c)) return fail("recent room count");
+    if (recent + h->recent[c].room != h->recent[c].limit) return fail("recent room count");
+    if (h->recent[c].limit < recent_limit(c) || h->recent[c].limit > recent_cap(c))
+      return fail("recent limit out of bounds");
   }
   // The page heap: every segment, with the units of other threads' spans too (their descriptors
   // are theirs to write, so only this heap's are read).
