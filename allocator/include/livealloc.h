@@ -287,7 +287,7 @@ constexpr unsigned kUnits = kSegmentSize / kUnitSize;  // 64: one bit each in a 
 constexpr std::size_t kOsPage = 4096;
 constexpr std::size_t kMaxSmall = 256 * 1024;  // larger requests get their own mapping
 constexpr unsigned kClasses = 53;              // class 0 is unused; 1..52 cover 16 B..256 KiB
-constexpr std::size_t kMinBlocksPerSpan = 4;
+constexpr std::size_t kMinBlocksPerSpan = 2;
 constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve this much of a span at a time
 constexpr std::size_t kRecentBytes = 64 * 1024;  // per class: a heap's list of recent frees
 constexpr std::size_t kRecentMin = 4, kRecentMax = 128;  // ... but this many blocks at least/most
@@ -608,11 +608,11 @@ constexpr std::size_t class_size(unsigned c) {
   unsigned k = c - 9u, w = 7u + k / 4u;
   return std::size_t(5u + k % 4u) << (w - 2u);
 }
-// Units per span: at least kMinBlocksPerSpan blocks, so big classes do not fragment segments. Four,
-// not eight: a thread holds a span while one block of it is in use or on its recent-free list,
-// so with 8 blocks to a span 16 workers that built and freed 8 MiB each (benchmarks/ pool_idle)
-// held 158 MiB after their burst, and 126 MiB with 4 (2 blocks: 100 MiB, but mixed sizes ran
-// 4-5% slower).
+// Units per span: at least kMinBlocksPerSpan blocks (classes above 16 KiB have that few). Two: a
+// thread holds a span while one block of it is in use or on its recent-free list, so 16 workers
+// that built and freed 8 MiB each (benchmarks/ pool_idle) held 158 MiB after their burst with 8
+// blocks to a span, 127 MiB with 4, 106 MiB with 2. With 2, mixed sizes ran 4-5% slower until
+// the recent-free lists grew where frees overflow them (recent_grow); now level.
 constexpr unsigned class_units(unsigned c) {
   std::size_t u = (kMinBlocksPerSpan * class_size(c) + kUnitSize - 1) / kUnitSize;
   return u == 0 ? 1u : static_cast<unsigned>(u);
@@ -1371,8 +1371,8 @@ inline void page_extend(page* pg) noexcept {
 // Empty pages a heap keeps of class `cls` under the recycling threshold `recycle`, which counts
 // 64 KiB units: a class whose span is several units keeps as many spans as fit, but one at least
 // (recycle 0 keeps none). By default (2) a class of one-unit spans keeps two pages, 128 KiB, and
-// a bigger class one span, where counting pages kept two: 2 MiB of the biggest class, whose span
-// holds 4 blocks of 256 KiB.
+// a bigger class one span, where counting pages kept two: 1 MiB of the biggest class, whose span
+// holds 2 blocks of 256 KiB.
 inline std::uint32_t kept_limit(std::uint32_t recycle, unsigned cls) noexcept {
   const std::uint32_t spans = recycle / class_units(cls);
   return spans != 0 ? spans : (recycle != 0 ? 1u : 0u);

@@ -279,15 +279,17 @@ TEST_CASE("page_recycle counts 64 KiB units: big spans are kept one at a time") 
     for (void* p : v) la::deallocate(p);
     return d::tls_heap->kept_empty[d::class_of(size)];
   };
-  // One-unit spans (8 KiB blocks): two kept, as before. Four-unit spans (64 KiB blocks): one.
+  // One-unit spans (8 KiB blocks): two kept, as before. Four-unit spans (128 KiB blocks): one.
+  REQUIRE(d::class_units(d::class_of(8192)) == 1);
+  REQUIRE(d::class_units(d::class_of(131072)) == 4);
   opts.set("page_recycle", 2);
   CHECK(kept_after_churn(8192) == 2);
-  CHECK(kept_after_churn(65536) == 1);
+  CHECK(kept_after_churn(131072) == 1);
   // 8 units hold two of those spans; 0 keeps none of either.
   opts.set("page_recycle", 8);
-  CHECK(kept_after_churn(65536) == 2);
+  CHECK(kept_after_churn(131072) == 2);
   opts.set("page_recycle", 0);
-  CHECK(kept_after_churn(65536) == 0);
+  CHECK(kept_after_churn(131072) == 0);
   CHECK(kept_after_churn(8192) == 0);
   CHECK(d::heap_is_valid());
   la::trim();

@@ -1005,10 +1005,10 @@
           const [taken0, released0] = old.cls[c] || [0, 0];
           const k = d.classes[c];
           const size = k.size;
-          // A span is the fewest 64 KiB units that hold 4 blocks (livealloc's class_units);
+          // A span is the fewest 64 KiB units that hold 2 blocks (livealloc's class_units);
           // page_recycle counts units, so keeping N empty spans of this class takes N * units
           // (and any value above 0 keeps one).
-          const units = Math.max(1, Math.ceil((4 * size) / 65536));
+          const units = Math.max(1, Math.ceil((2 * size) / 65536));
           const span = units * 65536;
           const perSpan = Math.floor(span / size);
           const back = Math.min(taken - taken0, released - released0); // released, then taken again
