@@ -608,7 +608,7 @@ constexpr std::size_t class_size(unsigned c) {
   unsigned k = c - 9u, w = 7u + k / 4u;
   return std::size_t(5u + k % 4u) << (w - 2u);
 }
-// Units per span: at least kMinBlocksPerSpan blocks (classes above 16 KiB have that few). Two: a
+// Units per span: at least kMinBlocksPerSpan blocks (classes above 16 KiB hold 2 or 3). Two: a
 // thread holds a span while one block of it is in use or on its recent-free list, so 16 workers
 // that built and freed 8 MiB each (benchmarks/ pool_idle) held 158 MiB after their burst with 8
 // blocks to a span, 127 MiB with 4, 106 MiB with 2. With 2, mixed sizes ran 4-5% slower until
