@@ -565,7 +565,6 @@ TEST_CASE("a thread that never leaves its recent-free list still applies a tunin
   CHECK(d::tls_heap->pub.applied_generation.load() == gen);
 }
 
-
 // Random frees and mallocs over more blocks of a class than its recent-free list holds (the
 // mixed sizes of a service: each freed block is replaced by one of 32 KiB or of 64 B, so the count
 // of 32 KiB blocks wanders): the list grows, to its cap at most, and a trim puts it back.
@@ -579,20 +578,18 @@ TEST_CASE("a class that churns past its recent-free list grows the list, and a t
     for (void*& p : live) p = la::allocate(32768);
     const d::recent_list& r = d::tls_heap->recent[cls];
     std::uint16_t most = r.limit;
-    for (int i = 0; i < 1000000 && r.limit < d::recent_cap(cls); ++i) {
+    auto churn = [&] {
       void*& p = live[rng() % live.size()];
       la::deallocate(p);
       REQUIRE((p = la::allocate(rng() % 2 ? 32768 : 64)));
       most = std::max(most, r.limit);
+    };
+    for (int i = 0; i < 1000000 && r.limit < d::recent_cap(cls); ++i) {
+      churn();
       if (i % 8192 == 0) CHECK(d::heap_is_valid());
     }
     CHECK(r.limit == d::recent_cap(cls));
-    for (int i = 0; i < 100000; ++i) {  // at the cap, it stays there
-      void*& p = live[rng() % live.size()];
-      la::deallocate(p);
-      REQUIRE((p = la::allocate(rng() % 2 ? 32768 : 64)));
-      most = std::max(most, r.limit);
-    }
+    for (int i = 0; i < 100000; ++i) churn();  // at the cap, it stays there
     CHECK(most == d::recent_cap(cls));
     CHECK(d::heap_is_valid());
     la::trim();
@@ -617,6 +614,7 @@ TEST_CASE("a thread that builds and then frees, in rounds, keeps its recent-free
     CHECK(d::heap_is_valid());
   }).join();
 }
+
 TEST_CASE("large mappings are reused from the cache instead of mmap, until they expire") {
   la::trim();
   scoped_options opts;
