@@ -839,6 +839,7 @@ struct heap {
   recent_list recent[kClasses] = {};
   page_queue queues[kClasses] = {};
   std::uint32_t kept_empty[kClasses] = {};
+  std::uint64_t last_maintain = 0;  // now_ms() at this thread's previous slow path (purge_step)
   outbox_slot outbox[kOutboxSlots] = {};
   // MPSC stack of blocks other threads freed into our pages; alone on its line, which their
   // pushes take over.
@@ -943,7 +944,7 @@ struct page_heap {
   segment* segments = nullptr;  // those with a free unit first (see segment_unlink)
   segment* segments_tail = nullptr;
   std::uint64_t last_release = 0;  // now_ms() of the latest span released dirty
-  // A purge from a slow path gives back at most kPurgeStep units, so no malloc waits for more
+  // A purge from a slow path gives back at most purge_step() units, so no malloc waits for more
   // than that much madvise; the pass goes on at the next slow path, from the segment it stopped at.
   segment* purge_cursor = nullptr;  // where the pass in progress stopped (nullptr: none)
   bool purge_all = false;           // that pass purges every dirty unit (a trim asked for it)
@@ -1274,7 +1275,16 @@ inline void page_release(heap* h, page* pg) noexcept {
 // sleeps makes no malloc elsewhere wait 60 ms for madvise. kPurgeAll runs the whole pass now.
 // Under g.pages.lock.
 constexpr unsigned kPurgeAll = ~0u;
-constexpr unsigned kPurgeStep = 8;  // 512 KiB: about 40 us of madvise here when resident
+constexpr unsigned kPurgeStepMax = 16;  // 1 MiB: about 80 us of madvise here when resident
+
+// How many units a slow path purges: one for every millisecond since the thread's previous slow
+// path, at least one (64 KiB, about 8 us of madvise) and at most kPurgeStepMax. A thread that
+// comes here often, a request loop, pays a unit at a time, and a purge it meets stays out of its
+// slowest requests; one that comes seldom, an event loop after a burst, takes larger steps, so
+// the memory still goes back at the pace it did with fixed steps of 8.
+inline unsigned purge_step(std::uint64_t since_ms) noexcept {
+  return since_ms < 1 ? 1u : since_ms > kPurgeStepMax ? kPurgeStepMax : unsigned(since_ms);
+}
 
 inline void pages_purge_locked(bool all, unsigned budget) noexcept {
   page_heap& ph = g.pages;
@@ -1336,10 +1346,10 @@ inline void pages_purge(bool all) noexcept {
 // At a slow path, whichever thread's, once the deadline has passed: the threads that released the
 // units may never have another (pool workers after a burst, threads blocked on I/O). A thread that
 // finds another in the page heap does not wait for it.
-inline void pages_purge_due(std::uint64_t now) noexcept {
+inline void pages_purge_due(std::uint64_t now, unsigned step) noexcept {
   if (!g.pages.lock.try_lock()) return;
   const std::uint64_t due = g.pages.purge_deadline.load(std::memory_order_relaxed);
-  if (due != 0 && now >= due) pages_purge_locked(false, kPurgeStep);
+  if (due != 0 && now >= due) pages_purge_locked(false, step);
   g.pages.lock.unlock();
 }
 // A trim answered at a thread's slow path: a new pass that purges every dirty unit, a step at a
@@ -1676,7 +1686,7 @@ inline void overflow_publish(heap* h) noexcept {
 }
 
 // Everything the slow path does before looking for a page.
-inline void large_cache_sweep_step(std::uint64_t now) noexcept;
+inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept;
 
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -1687,11 +1697,11 @@ inline void heap_maintain(heap* h) noexcept {
   }
   std::uint64_t large_deadline = g.large_cache_deadline.load(std::memory_order_relaxed);
   std::uint64_t purge_deadline = g.pages.purge_deadline.load(std::memory_order_relaxed);
-  if (large_deadline != 0 || purge_deadline != 0) {
-    std::uint64_t now = now_ms();
-    if (purge_deadline != 0 && now >= purge_deadline) pages_purge_due(now);
-    if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now);
-  }
+  const std::uint64_t now = now_ms();
+  const unsigned step = purge_step(now - h->last_maintain);
+  h->last_maintain = now;
+  if (purge_deadline != 0 && now >= purge_deadline) pages_purge_due(now, step);
+  if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now, step);
   outbox_flush(h);
   heap_drain_inbox(h);
 }
@@ -2337,11 +2347,11 @@ inline large_cache_entry large_cache_remove(unsigned i) noexcept {
 }
 
 // At a slow path, whichever thread's, once a cached mapping has expired: unmaps at most
-// kPurgeStep units of it, the oldest first. Of a larger one only the tail goes, and the rest
+// `units` of it (purge_step), the oldest first. Of a larger one only the tail goes, and the rest
 // stays cached, expired, so the deadline stays due and the next slow path goes on: no malloc
 // waits for the munmap of a 128 MiB block another thread freed (6 ms here).
-inline void large_cache_sweep_step(std::uint64_t now) noexcept {
-  constexpr std::size_t step = std::size_t(kPurgeStep) << kUnitShift;
+inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept {
+  const std::size_t step = std::size_t(units) << kUnitShift;
   large_cache_entry gone{nullptr, 0, 0};
   {
     lock_guard guard(g.large_lock);
@@ -2498,7 +2508,7 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
   }
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   const std::uint64_t due = g.large_cache_deadline.load(std::memory_order_relaxed);
-  if (due != 0 && now >= due) large_cache_sweep_step(now);
+  if (due != 0 && now >= due) large_cache_sweep_step(now, kPurgeStepMax);
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,

@@ -433,6 +433,16 @@ TEST_CASE("a live idle thread's released pages go back at another thread's slow 
   CHECK(la::detail::heap_is_valid());
 }
 
+TEST_CASE("a purge step is a unit per millisecond since the thread's previous slow path") {
+  namespace d = la::detail;
+  CHECK(d::purge_step(0) == 1);  // back to back: one unit
+  CHECK(d::purge_step(1) == 1);
+  CHECK(d::purge_step(4) == 4);  // the coarse clock moves by 4 ms here
+  CHECK(d::purge_step(d::kPurgeStepMax) == d::kPurgeStepMax);
+  CHECK(d::purge_step(d::kPurgeStepMax + 1) == d::kPurgeStepMax);
+  CHECK(d::purge_step(~std::uint64_t(0)) == d::kPurgeStepMax);  // a thread's first slow path
+}
+
 TEST_CASE("a slow path purges one step of what another thread released, and the next ones go on") {
   namespace d = la::detail;
   la::trim();
@@ -442,23 +452,27 @@ TEST_CASE("a slow path purges one step of what another thread released, and the 
   {
     idle_worker w;  // ~10 MiB of spans released, about 160 units
     usleep(250 * 1000);
-    const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
     std::size_t committed = d::g_proc->committed_bytes.load();
     const std::size_t start = committed;
-    int steps = 0;
-    while (purge_pending() && steps < 1000) {
+    int steps = 0, unit_steps = 0;
+    while (purge_pending() && steps < 10000) {
+      const std::uint64_t before = d::tls_heap->last_maintain;
       d::heap_maintain(d::tls_heap);  // one slow path of this thread
       ++steps;
+      const std::size_t step = std::size_t(d::purge_step(d::tls_heap->last_maintain - before))
+                               << d::kUnitShift;
       const std::size_t now = d::g_proc->committed_bytes.load();
       CHECK(now <= committed);
-      CHECK(committed - now <= step);  // never more madvise than one step in one malloc
+      CHECK(committed - now <= step);  // never more madvise than its step in one malloc
       if (purge_pending()) CHECK(committed - now == step);  // a step short only at the end
+      unit_steps += committed - now == (std::size_t(1) << d::kUnitShift);
       committed = now;
       CHECK(d::heap_is_valid());
     }
     CHECK_FALSE(purge_pending());
     CHECK(start - committed >= std::size_t(8) << 20);  // the worker's spans went back
     CHECK(steps >= 8);
+    CHECK(unit_steps > 0);  // slow paths microseconds apart give back a unit each
   }
 }
 
@@ -474,12 +488,14 @@ TEST_CASE("an expired large mapping goes back a step at a time, at the next slow
   const std::size_t cached = la::get_stats().cached_bytes;
   CHECK(cached >= (64u << 20));
   usleep(20 * 1000);
-  const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
   std::size_t left = cached;
   int steps = 0;
-  while (left > 0 && steps < 1000) {
+  while (left > 0 && steps < 10000) {
+    const std::uint64_t before = d::tls_heap->last_maintain;
     d::heap_maintain(d::tls_heap);
     ++steps;
+    const std::size_t step = std::size_t(d::purge_step(d::tls_heap->last_maintain - before))
+                             << d::kUnitShift;
     const std::size_t now = la::get_stats().cached_bytes;
     CHECK(now < left);
     CHECK(left - now <= step);
@@ -503,7 +519,7 @@ TEST_CASE("freeing a large block unmaps at most a step of the expired mappings, 
   const std::size_t cached = la::get_stats().cached_bytes;
   CHECK(cached >= (64u << 20));
   usleep(20 * 1000);  // expired
-  const std::size_t step = std::size_t(d::kPurgeStep) << d::kUnitShift;
+  const std::size_t step = std::size_t(d::kPurgeStepMax) << d::kUnitShift;
   const std::size_t munmaps = la::get_stats().munmap_calls;
   la::deallocate(p);  // cached, and one step of the expired mapping unmapped
   CHECK(la::get_stats().munmap_calls == munmaps + 1);
