@@ -263,7 +263,9 @@ struct segment_header {
   std::atomic<std::uint64_t> slots_used;      // slots ever taken (high-water mark)
   std::atomic<std::uint64_t> overflow_threads;  // threads that found no free slot
   std::uint64_t matrix_offset;  // uint64_t[slot_count][slot_count]: the cross-thread free matrix
-  std::uint64_t reserved1[5];
+  std::uint64_t class_units_offset;  // uint64_t[class_count]: 64 KiB units of a span of each
+                                     // class (0 for class 0); 0 if a writer does not publish them
+  std::uint64_t reserved1[4];
 };
 static_assert(sizeof(segment_header) == 280, "segment_header is part of the segment layout");
 
@@ -882,11 +884,14 @@ inline void count_os_call(int which) noexcept {
 // file its name; without /dev/shm it is anonymous memory and profiling cannot be enabled.
 constexpr std::size_t kClassSizesOffset = 512;
 constexpr std::size_t kControlOffset = 1024;
+constexpr std::size_t kClassUnitsOffset = 3072;
 constexpr std::size_t kExitedOffset = 4096;
 constexpr std::size_t kSlotsOffset = 16384;
 constexpr std::size_t kSlotBytes = (sizeof(heap) + kOsPage - 1) & ~(kOsPage - 1);
+static_assert(kClassSizesOffset + kClasses * sizeof(std::uint64_t) <= kControlOffset);
 static_assert(kControlOffset + sizeof(telemetry::control_block) +
-                  kOptionCount * sizeof(telemetry::option_entry) <= kExitedOffset);
+                  kOptionCount * sizeof(telemetry::option_entry) <= kClassUnitsOffset);
+static_assert(kClassUnitsOffset + kClasses * sizeof(std::uint64_t) <= kExitedOffset);
 static_assert(kExitedOffset + kClasses * sizeof(class_counters) <= kSlotsOffset);
 
 struct table_state {
@@ -1809,6 +1814,7 @@ inline void table_format(std::uint8_t* base) noexcept {
   hdr->slot_count = g_table.slots;
   hdr->slot_size = static_cast<std::uint32_t>(kSlotBytes);
   hdr->class_sizes_offset = kClassSizesOffset;
+  hdr->class_units_offset = kClassUnitsOffset;
   hdr->control_offset = kControlOffset;
   hdr->exited_offset = kExitedOffset;
   hdr->slots_offset = kSlotsOffset;
@@ -1817,7 +1823,11 @@ inline void table_format(std::uint8_t* base) noexcept {
   hdr->start_ns = realtime_ns();
   table_program_name(hdr->program);
   auto* sizes = reinterpret_cast<std::uint64_t*>(base + kClassSizesOffset);
-  for (unsigned c = 1; c < kClasses; ++c) sizes[c] = class_size(c);
+  auto* units = reinterpret_cast<std::uint64_t*>(base + kClassUnitsOffset);
+  for (unsigned c = 1; c < kClasses; ++c) {
+    sizes[c] = class_size(c);
+    units[c] = class_units(c);
+  }
   auto* control = reinterpret_cast<telemetry::control_block*>(base + kControlOffset);
   control->option_count = kOptionCount;
   control->option_size = sizeof(telemetry::option_entry);

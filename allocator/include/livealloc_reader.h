@@ -86,6 +86,8 @@ struct snapshot {
   std::uint64_t taken_ns = 0;  // CLOCK_REALTIME when this snapshot was taken
   bool process_alive = false;
   std::vector<std::uint64_t> class_sizes;  // block size per class; 0 for class 0 (large blocks)
+  // 64 KiB units in a span of each class (0 for class 0); all 0 when the writer does not say.
+  std::vector<std::uint64_t> class_units;
 
   // Process-wide counters (segment_header).
   std::uint64_t segment_bytes = 0, large_bytes = 0, cached_bytes = 0, committed_bytes = 0;
@@ -275,6 +277,7 @@ struct layout {
   std::uint32_t option_count = 0, option_size = 0;
   std::uint64_t class_sizes_offset = 0, control_offset = 0, exited_offset = 0, slots_offset = 0;
   std::uint64_t matrix_offset = 0;  // 0: no matrix
+  std::uint64_t class_units_offset = 0;  // 0: not published
 
   std::uint64_t slot(std::uint32_t i) const { return slots_offset + std::uint64_t(i) * slot_size; }
   std::uint64_t slot_counters(std::uint32_t i, unsigned cls) const {
@@ -365,6 +368,7 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
   l->exited_offset = load<std::uint64_t>(p, offsetof(H, exited_offset));
   l->slots_offset = load<std::uint64_t>(p, offsetof(H, slots_offset));
   l->matrix_offset = load<std::uint64_t>(p, offsetof(H, matrix_offset));
+  l->class_units_offset = load<std::uint64_t>(p, offsetof(H, class_units_offset));
   if (l->pid <= 0) {
     set(error, "pid " + num(std::int64_t(l->pid)) + " in the header is not a process id");
     return false;
@@ -390,7 +394,7 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
                    num(kSlotMinSize) + " bytes)");
     return false;
   }
-  region r[5];
+  region r[6];
   if (!check_region("class sizes", l->class_sizes_offset, l->class_count, 8, size, &r[0], error))
     return false;
   if (!check_region("control block", l->control_offset, 1, kControlHeaderSize, size, &r[1], error))
@@ -414,12 +418,14 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
       !check_region("slots", l->slots_offset, l->slot_count, l->slot_size, size, &r[3], error))
     return false;
   int regions = 4;
-  if (l->matrix_offset != 0) {
-    if (!check_region("free matrix", l->matrix_offset,
-                      std::uint64_t(l->slot_count) * l->slot_count, 8, size, &r[4], error))
-      return false;
-    regions = 5;
-  }
+  if (l->matrix_offset != 0 &&
+      !check_region("free matrix", l->matrix_offset, std::uint64_t(l->slot_count) * l->slot_count,
+                    8, size, &r[regions++], error))
+    return false;
+  if (l->class_units_offset != 0 &&
+      !check_region("class units", l->class_units_offset, l->class_count, 8, size, &r[regions++],
+                    error))
+    return false;
   for (int i = 0; i < regions; ++i)
     for (int j = i + 1; j < regions; ++j)
       if (r[i].begin < r[j].end && r[j].begin < r[i].end) {
@@ -695,6 +701,10 @@ inline snapshot segment::take() const {
   s.class_sizes.resize(l.class_count);
   for (std::uint32_t c = 0; c < l.class_count; ++c)
     s.class_sizes[c] = load<std::uint64_t>(p, l.class_sizes_offset + 8ull * c);
+  s.class_units.assign(l.class_count, 0);
+  if (l.class_units_offset != 0)
+    for (std::uint32_t c = 0; c < l.class_count; ++c)
+      s.class_units[c] = load<std::uint64_t>(p, l.class_units_offset + 8ull * c);
 
   using C = telemetry::control_block;
   s.generation = load<std::uint64_t>(p, l.control_offset + offsetof(C, generation));

@@ -46,8 +46,10 @@
 //   start_ns, taken_ns             CLOCK_REALTIME nanoseconds
 //   layout_version                 the telemetry segment version read (1)
 //   counters      ["allocs", ...]  the 16 counter names in the order of telemetry::counter
-//   gauges        [9, 10, 11, 14]      indices into `counters` of the gauges (the rest are
-//   cumulative) class_sizes   [0, 16, 32, ...] block size of each class (class 0: large blocks, 0)
+//   gauges        [9, 10, 11, 14]  indices into `counters` of the gauges (the rest are cumulative)
+//   class_sizes   [0, 16, 32, ...] block size of each class (class 0: large blocks, 0)
+//   class_units   [0, 1, 1, ...]   64 KiB units in a span of each class (0 for class 0, and for
+//                                  every class when the process's allocator does not say)
 //   process       {segment_bytes, large_bytes, cached_bytes, committed_bytes, mmap_calls,
 //                  munmap_calls, madvise_calls, purges, slots_used, overflow_threads,
 //                  live_blocks, live_bytes, resident_bytes (from /proc/<pid>/statm; 0 if unknown)}
@@ -811,11 +813,15 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
       first = false;
       w.num(c);
     }
-  w.raw("],\"class_sizes\":[");
-  for (std::size_t i = 0; i < s.class_sizes.size(); ++i) {
-    if (i) w.ch(',');
-    w.num(s.class_sizes[i]);
-  }
+  const auto numbers = [&w](const char* opening, const std::vector<std::uint64_t>& v) {
+    w.raw(opening);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) w.ch(',');
+      w.num(v[i]);
+    }
+  };
+  numbers("],\"class_sizes\":[", s.class_sizes);
+  numbers("],\"class_units\":[", s.class_units);
   w.raw("],\"process\":{");
   detail::json_field(w, "segment_bytes", s.segment_bytes, true);
   detail::json_field(w, "large_bytes", s.large_bytes);

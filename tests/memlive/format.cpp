@@ -51,6 +51,7 @@ rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
   s.taken_ns = 1700000000123456789ull;
   s.process_alive = true;
   for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_sizes.push_back(c * 16u);
+  for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_units.push_back(c ? c / 8 + 1 : 0);
   s.segment_bytes = pick(1);
   s.large_bytes = 123;
   s.cached_bytes = 0;
@@ -176,6 +177,7 @@ TEST_CASE("JSON parses and gives back every number") {
   CHECK(j["counters"][tl::c_handed_over] == "handed_over");
   for (const json& g : j["gauges"]) CHECK(memlive::counter_is_gauge(g.get<unsigned>()));
   CHECK(j["class_sizes"].get<std::vector<std::uint64_t>>() == s.class_sizes);
+  CHECK(j["class_units"].get<std::vector<std::uint64_t>>() == s.class_units);
   const json& p = j["process"];
   CHECK(p["segment_bytes"].get<std::uint64_t>() == s.segment_bytes);
   CHECK(p["committed_bytes"].get<std::uint64_t>() == s.committed_bytes);

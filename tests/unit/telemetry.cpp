@@ -111,6 +111,25 @@ std::string shm_path(int pid) { return "/dev/shm/livealloc." + std::to_string(pi
 
 }  // namespace
 
+TEST_CASE("the segment publishes each class's block size and the units of its spans") {
+  namespace d = la::detail;
+  auto seg = own_segment();
+  const rd::snapshot s = snap(*seg);
+  REQUIRE(s.class_sizes.size() == d::kClasses);
+  REQUIRE(s.class_units.size() == d::kClasses);
+  CHECK(s.class_sizes[0] == 0);
+  CHECK(s.class_units[0] == 0);
+  for (unsigned c = 1; c < d::kClasses; ++c) {
+    CAPTURE(c);
+    CHECK(s.class_sizes[c] == d::class_size(c));
+    CHECK(s.class_units[c] == d::class_units(c));
+    // A span holds at least kMinBlocksPerSpan blocks, in as few units as that takes.
+    CHECK(s.class_units[c] * d::kUnitSize >= d::kMinBlocksPerSpan * s.class_sizes[c]);
+    CHECK((s.class_units[c] == 1 ||
+           (s.class_units[c] - 1) * d::kUnitSize < d::kMinBlocksPerSpan * s.class_sizes[c]));
+  }
+}
+
 TEST_CASE("exact counts per thread and class: allocations, remote frees, reallocs, names") {
   auto seg = own_segment();
   const unsigned cls = la::detail::class_of(100);

@@ -253,6 +253,8 @@ TEST_CASE("a valid segment reads back exactly") {
   CHECK(s.process_alive);
   REQUIRE(s.class_sizes.size() == tl::kClassCount);
   for (unsigned c = 0; c < tl::kClassCount; ++c) CHECK(s.class_sizes[c] == 16u * c);
+  REQUIRE(s.class_units.size() == tl::kClassCount);  // this writer publishes none: all 0
+  for (unsigned c = 0; c < tl::kClassCount; ++c) CHECK(s.class_units[c] == 0);
   CHECK(s.segment_bytes == 4u << 20);
   CHECK(s.large_bytes == 1u << 20);
   CHECK(s.cached_bytes == 65536);
@@ -331,6 +333,33 @@ TEST_CASE("a valid segment reads back exactly") {
   }
   CHECK(s.live_blocks() == blocks);
   CHECK(s.live_bytes() == bytes);
+}
+
+TEST_CASE("class units read back where the writer publishes them, and must lie in the segment") {
+  temp_dir dir;
+  using F = fake_segment;
+  constexpr std::uint64_t kUnitsOff = 8832;  // between the exited totals and the slots
+  {
+    F f(getpid());
+    f.header()->class_units_offset = kUnitsOff;
+    auto* units = reinterpret_cast<std::uint64_t*>(f.bytes() + kUnitsOff);
+    for (unsigned c = 1; c < tl::kClassCount; ++c) units[c] = c % 5 + 1;
+    f.write(dir.file(getpid()));
+    std::string err;
+    auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
+    REQUIRE_MESSAGE(seg != nullptr, err);
+    rd::snapshot s = seg->take();
+    REQUIRE_MESSAGE(s.ok(), s.error);
+    REQUIRE(s.class_units.size() == tl::kClassCount);
+    CHECK(s.class_units[0] == 0);
+    for (unsigned c = 1; c < tl::kClassCount; ++c) CHECK(s.class_units[c] == c % 5 + 1);
+  }
+  expect_malformed(
+      dir, [](F& f) { f.header()->class_units_offset = F::kSize - 8; },
+      "class units [45048, 45472) lies outside");
+  expect_malformed(
+      dir, [](F& f) { f.header()->class_units_offset = F::kExitedOff + 1024; },
+      "exited totals [2048, 8832) and class units [3072, 3496) overlap");
 }
 
 TEST_CASE("live saturates at zero instead of wrapping") {
@@ -833,6 +862,7 @@ const field kFields[] = {
     LIVEALLOC_TEST_FIELD(segment_header, slots_used),
     LIVEALLOC_TEST_FIELD(segment_header, overflow_threads),
     LIVEALLOC_TEST_FIELD(segment_header, matrix_offset),
+    LIVEALLOC_TEST_FIELD(segment_header, class_units_offset),
     LIVEALLOC_TEST_FIELD(segment_header, reserved1),
     LIVEALLOC_TEST_FIELD(control_block, generation),
     LIVEALLOC_TEST_FIELD(control_block, validated_generation),
@@ -1054,7 +1084,7 @@ TEST_CASE("the TELEMETRY.md check catches a page that drifted") {
   const std::pair<const char*, const char*> edits[] = {
       {"| 8 | 4 | u32 | `version` |", "| 12 | 4 | u32 | `version` |"},               // wrong offset
       {"| 88 | 64 | char[64] | `program` |", "| 88 | 32 | char[64] | `program` |"},  // size
-      {"| 240 | 40 | u64[5] | `reserved1` |", "| 240 | 32 | u64[4] | `reserved1` |"},  // short
+      {"| 248 | 32 | u64[4] | `reserved1` |", "| 248 | 24 | u64[3] | `reserved1` |"},  // short
       {"| 16 | 16 | char[16] | `name` |", "| 16 | 16 | char[16] | `thread_name` |"},   // name
       {"| 5 | `c_remote_received` |", "| 6 | `c_remote_received` |"},                  // index
       {"| 2 | `slot_exited` |", "| 4 | `slot_exited` |"},                              // value

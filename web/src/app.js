@@ -67,10 +67,11 @@
   function derive(s, prev) {
     C = counterIndex(s);
     const sizes = s.class_sizes;
+    const units = Array.isArray(s.class_units) ? s.class_units : []; // absent from older memlive
     const n = sizes.length;
     const cls = [];
     for (let c = 0; c < n; ++c)
-      cls.push({ cls: c, size: sizes[c], liveBlocks: 0, live: 0, peak: 0, cached: 0, allocs: 0,
+      cls.push({ cls: c, size: sizes[c], units: units[c] || 0, liveBlocks: 0, live: 0, peak: 0, cached: 0, allocs: 0,
         requested: 0, taken: 0, released: 0, kept: 0, inUse: 0, reserved: 0, threads: 0, maxPeak: 0, frag: null });
     const add = (r) => {
       const k = cls[r[0]];
@@ -1005,10 +1006,11 @@
           const [taken0, released0] = old.cls[c] || [0, 0];
           const k = d.classes[c];
           const size = k.size;
-          // A span is the fewest 64 KiB units that hold 2 blocks (livealloc's class_units);
+          // A span of this class is k.units 64 KiB units, as the allocator publishes them;
           // page_recycle counts units, so keeping N empty spans of this class takes N * units
-          // (and any value above 0 keeps one).
-          const units = Math.max(1, Math.ceil((2 * size) / 65536));
+          // (and any value above 0 keeps one). No advice where the allocator does not say.
+          const units = k.units;
+          if (!units) continue;
           const span = units * 65536;
           const perSpan = Math.floor(span / size);
           const back = Math.min(taken - taken0, released - released0); // released, then taken again
