@@ -1286,7 +1286,7 @@ constexpr unsigned kPurgeStepMax = 16;  // 1 MiB: about 80 us of madvise here wh
 // path, at least one (64 KiB, about 8 us of madvise) and at most kPurgeStepMax. A thread that
 // comes here often, a request loop, pays a unit at a time, and a purge it meets stays out of its
 // slowest requests; one that comes seldom, an event loop after a burst, takes larger steps, so
-// the memory still goes back at the pace it did with fixed steps of 8.
+// the memory still goes back at about the pace it did with fixed steps of 8.
 inline unsigned purge_step(std::uint64_t since_ms) noexcept {
   return since_ms < 1 ? 1u : since_ms > kPurgeStepMax ? kPurgeStepMax : unsigned(since_ms);
 }
