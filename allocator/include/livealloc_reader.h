@@ -698,13 +698,16 @@ inline snapshot segment::take() const {
   s.slots_used = load<std::uint64_t>(p, offsetof(H, slots_used));
   s.overflow_threads = load<std::uint64_t>(p, offsetof(H, overflow_threads));
 
-  s.class_sizes.resize(l.class_count);
-  for (std::uint32_t c = 0; c < l.class_count; ++c)
-    s.class_sizes[c] = load<std::uint64_t>(p, l.class_sizes_offset + 8ull * c);
-  s.class_units.assign(l.class_count, 0);
-  if (l.class_units_offset != 0)
-    for (std::uint32_t c = 0; c < l.class_count; ++c)
-      s.class_units[c] = load<std::uint64_t>(p, l.class_units_offset + 8ull * c);
+  // A u64 per class from `offset`; all 0 where the writer publishes none (offset 0).
+  const auto per_class = [&](std::uint64_t offset) {
+    std::vector<std::uint64_t> v(l.class_count, 0);
+    if (offset != 0)
+      for (std::uint32_t c = 0; c < l.class_count; ++c)
+        v[c] = load<std::uint64_t>(p, offset + 8ull * c);
+    return v;
+  };
+  s.class_sizes = per_class(l.class_sizes_offset);
+  s.class_units = per_class(l.class_units_offset);
 
   using C = telemetry::control_block;
   s.generation = load<std::uint64_t>(p, l.control_offset + offsetof(C, generation));

@@ -405,6 +405,15 @@ struct idle_worker {
 // Dirty units wait in the page heap for the purge delay (0: none waits).
 bool purge_pending() { return la::detail::g.pages.purge_deadline.load() != 0; }
 
+// What one slow path of this thread does before it looks for a page; returns the most it may
+// purge or unmap, in bytes: purge_step of the time since the thread's previous slow path.
+std::size_t slow_path_upkeep() {
+  namespace d = la::detail;
+  const std::uint64_t before = d::tls_heap->last_maintain;
+  d::heap_maintain(d::tls_heap);
+  return std::size_t(d::purge_step(d::tls_heap->last_maintain - before)) << d::kUnitShift;
+}
+
 TEST_CASE("a live idle thread's released pages go back at another thread's slow path after the delay") {
   la::trim();
   scoped_options opts;
@@ -456,11 +465,8 @@ TEST_CASE("a slow path purges one step of what another thread released, and the 
     const std::size_t start = committed;
     int steps = 0, unit_steps = 0;
     while (purge_pending() && steps < 10000) {
-      const std::uint64_t before = d::tls_heap->last_maintain;
-      d::heap_maintain(d::tls_heap);  // one slow path of this thread
+      const std::size_t step = slow_path_upkeep();
       ++steps;
-      const std::size_t step = std::size_t(d::purge_step(d::tls_heap->last_maintain - before))
-                               << d::kUnitShift;
       const std::size_t now = d::g_proc->committed_bytes.load();
       CHECK(now <= committed);
       CHECK(committed - now <= step);  // never more madvise than its step in one malloc
@@ -491,11 +497,8 @@ TEST_CASE("an expired large mapping goes back a step at a time, at the next slow
   std::size_t left = cached;
   int steps = 0;
   while (left > 0 && steps < 10000) {
-    const std::uint64_t before = d::tls_heap->last_maintain;
-    d::heap_maintain(d::tls_heap);
+    const std::size_t step = slow_path_upkeep();
     ++steps;
-    const std::size_t step = std::size_t(d::purge_step(d::tls_heap->last_maintain - before))
-                             << d::kUnitShift;
     const std::size_t now = la::get_stats().cached_bytes;
     CHECK(now < left);
     CHECK(left - now <= step);

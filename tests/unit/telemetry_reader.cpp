@@ -338,7 +338,8 @@ TEST_CASE("a valid segment reads back exactly") {
 TEST_CASE("class units read back where the writer publishes them, and must lie in the segment") {
   temp_dir dir;
   using F = fake_segment;
-  constexpr std::uint64_t kUnitsOff = 8832;  // between the exited totals and the slots
+  // Between the exited totals and the slots.
+  constexpr std::uint64_t kUnitsOff = F::kExitedOff + tl::kClassCount * sizeof(tl::class_counters);
   {
     F f(getpid());
     f.header()->class_units_offset = kUnitsOff;
