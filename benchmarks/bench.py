@@ -499,21 +499,23 @@ def cmd_run(args):
         sys.exit("run: --scale must be from 1e-06 to 1e+06 (got %g)" % args.scale)
     build_dir = os.path.abspath(args.build_dir)
     out_dir = os.path.abspath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
     notes = []
     allocators, missing_required = pick_allocators(args, build_dir, notes)
     cases = CASES
     if args.workloads:
         wanted = set(args.workloads.split(","))
+        known = {c["workload"] for c in CASES}
+        unknown = sorted(w for w in wanted if w not in known)
+        if unknown:  # one typo in a list must not quietly drop that workload from the run
+            sys.exit("no workload matches %s (known: %s)" % (",".join(unknown), ",".join(sorted(known))))
         cases = [c for c in CASES if c["workload"] in wanted]
-        if not cases:
-            sys.exit("no workload matches %s" % args.workloads)
     for c in cases:
         exe = os.path.join(build_dir, "benchmarks", "bench_" + c["workload"])
         if c["kind"] == "bench" and not os.access(exe, os.X_OK):
             sys.exit("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
     for n in notes:
         print("note: " + n, file=sys.stderr)
+    os.makedirs(out_dir, exist_ok=True)  # (only once every argument has been checked)
 
     # Rows go to results.csv.partial as they come and replace results.csv only when the run ends,
     # so an interrupted run leaves the last complete results in place (and its own rows beside).

@@ -69,7 +69,8 @@ def main():
                             (["--scale", "0"], "--scale must be from"),
                             (["--reps"], "--reps needs a value"),
                             (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "missing.so"),
-                            (["--workloads", "nosuch"], "no workload matches nosuch")):
+                            (["--workloads", "nosuch"], "no workload matches nosuch"),
+                            (["--workloads", "fastpath,nosuch"], "no workload matches nosuch")):
             out = subprocess.run(runner + extra, capture_output=True, text=True, timeout=60)
             if out.returncode == 0 or want not in out.stderr:
                 failures.append("run.sh %s: exit %d, stderr %r (want non-zero and %r)" % (
