@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory_resource>
 #include <new>
 
@@ -1666,14 +1667,17 @@ inline void slot_fold(heap* h) noexcept {
     x[c_adopted].fetch_add(adopted, rlx);
     k[c_allocs].store(0, rlx);
     k[c_adopted].store(live, rlx);
+    k[c_peak_live].store(live, rlx);  // the new thread's peak starts at what it inherits
     x[c_handed_over].fetch_add(live, rlx);
     for (counter c : kOther) {
       x[c].fetch_add(k[c].load(rlx), rlx);
       k[c].store(0, rlx);
     }
   }
-  h->pub.slow_paths.store(0, rlx);
-  h->pub.flushes.store(0, rlx);
+  // The per-thread figures of the slot are the new thread's own from here.
+  for (auto* f : {&h->pub.slow_paths, &h->pub.flushes, &h->pub.mmap_calls, &h->pub.munmap_calls,
+                  &h->pub.madvise_calls})
+    f->store(0, rlx);
 }
 
 // Heaps past the last slot keep private counters and add what changed to the shared overflow slot.
@@ -1942,20 +1946,34 @@ inline int table_disable() noexcept {
 // for itself could mix the parent's later lists with the child's memory. (An atfork handler
 // registered before livealloc's, which is rare since livealloc registers at its first malloc,
 // runs after this copy; if it allocates, the child's copy of the forking thread's heap is stale.)
+// What is copied: the header and everything up to the last slot taken so far, the overflow slot
+// (the last one), and the rows of the free matrix that those slots can have written; the rest of
+// the file reads as zeros, as it would in a new segment.
 inline void table_fork_prepare() noexcept {
   g_table.fork_fd = -1;
   if (!g_table.base || g_table.fd < 0) return;
-  std::size_t used = kSlotsOffset + std::size_t(g_table.next_slot.load()) * kSlotBytes;
-  if (used > g_table.size) used = g_table.size;
   int fd = table_file(g_table.size);
-  for (std::size_t off = 0; fd >= 0 && off < used;) {
-    ssize_t w = pwrite(fd, g_table.base + off, used - off, static_cast<off_t>(off));
-    if (w > 0) {
+  auto copy = [fd](std::size_t from, std::size_t to) {
+    for (std::size_t off = from; off < to;) {
+      ssize_t w = pwrite(fd, g_table.base + off, to - off, static_cast<off_t>(off));
+      if (w <= 0) return false;
       off += static_cast<std::size_t>(w);
-    } else {
-      close(fd);
-      fd = -1;
     }
+    return true;
+  };
+  const std::size_t slots = g_table.slots;
+  const std::size_t next = g_table.next_slot.load();
+  const std::size_t taken = next < slots ? next : slots;
+  const std::size_t overflow = kSlotsOffset + (slots - 1) * kSlotBytes;
+  const std::size_t matrix = kSlotsOffset + slots * kSlotBytes;
+  const std::size_t row = slots * sizeof(std::uint64_t);
+  const bool copied = fd >= 0 && copy(0, kSlotsOffset + taken * kSlotBytes) &&
+                      copy(overflow, overflow + kSlotBytes) &&
+                      copy(matrix, matrix + taken * row) &&
+                      copy(matrix + (slots - 1) * row, matrix + slots * row);
+  if (!copied && fd >= 0) {
+    close(fd);
+    fd = -1;
   }
   g_table.fork_fd = fd;
 }

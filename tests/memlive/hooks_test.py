@@ -131,7 +131,7 @@ class Model:
                     x[i] += k[i]
                 live = max(live, 0)  # a deficit stays in the exited totals
                 k[ALLOCS] = k[FREES] = k[REQUESTED] = 0
-                k[ADOPTED] = live
+                k[ADOPTED] = k[PEAK] = live  # the new thread's peak starts at what it inherits
                 x[HANDED_OVER] += live
             self.slot_of[name] = slot
         return self.slot_of[name]

@@ -51,6 +51,12 @@ const rd::thread_view* by_tid(const rd::snapshot& s, int tid) {
   return nullptr;
 }
 
+const rd::thread_view* overflow_slot(const rd::snapshot& s) {
+  for (const auto& t : s.threads)
+    if (t.state == slot_overflow) return &t;
+  return nullptr;
+}
+
 int my_tid() { return static_cast<int>(syscall(SYS_gettid)); }
 
 // Runs `fn` on a new thread that calls itself `name`, and waits for it.
@@ -370,6 +376,10 @@ TEST_CASE("slots of exited threads are reused with nothing lost from the totals"
   rd::snapshot s0 = snap(*seg);
   on_named_thread("first", [&] {
     first_tid = my_tid();
+    la::trim();  // nothing cached: the large blocks below are mmaps of this thread
+    void* big[3];
+    for (std::size_t i = 0; i < 3; ++i) big[i] = la::allocate((i + 8) << 20);
+    for (void* b : big) la::deallocate(b);
     for (int i = 0; i < 500; ++i) left.push_back(la::allocate(3000));
     for (int i = 0; i < 200; ++i) la::deallocate(left[static_cast<std::size_t>(i)]);
     left.erase(left.begin(), left.begin() + 200);
@@ -378,10 +388,14 @@ TEST_CASE("slots of exited threads are reused with nothing lost from the totals"
   CHECK(total(s1, c_allocs) - total(s0, c_allocs) == 500);
   CHECK(total(s1, c_frees) - total(s0, c_frees) == 200);
   std::uint32_t first_slot = 0, first_incarnation = 0;
+  std::uint64_t first_mmaps = 0;
   for (const auto& t : s1.threads)
     if (t.tid == first_tid) {
       CHECK(t.state == slot_exited);
       CHECK(t.exit_ns >= t.start_ns);
+      CHECK(t.mmap_calls >= 1);
+      first_mmaps = t.mmap_calls;
+      CHECK(t.counters[cls][c_peak_live] > 301);
       first_slot = t.slot;
       first_incarnation = t.incarnation;
     }
@@ -398,6 +412,9 @@ TEST_CASE("slots of exited threads are reused with nothing lost from the totals"
     CHECK(t->counters[cls][c_allocs] == 1);
     CHECK(t->live(cls) == 301);
     CHECK(total(s, c_allocs) - total(s0, c_allocs) == 501);  // nothing lost
+    // The per-thread figures are this thread's, not the first one's.
+    CHECK(t->mmap_calls < first_mmaps);
+    CHECK(t->counters[cls][c_peak_live] <= 301);
     la::deallocate(p);
   });
   for (void* p : left) la::deallocate(p);
@@ -560,14 +577,34 @@ TEST_CASE("threads past the last slot count in the overflow slot") {
   REQUIRE(seg);
   rd::snapshot s = snap(*seg);
   const unsigned cls = la::detail::class_of(100);
-  const rd::thread_view* overflow = nullptr;
-  for (const auto& t : s.threads)
-    if (t.state == slot_overflow) overflow = &t;
+  const rd::thread_view* overflow = overflow_slot(s);
   REQUIRE(overflow != nullptr);
   CHECK(overflow->slot == 3);
   CHECK(s.overflow_threads >= 5);  // the main thread and 2 workers got slots 0..2
   CHECK(s.total(cls, c_allocs) == 800);
   CHECK(overflow->counters[cls][c_allocs] >= 500);
+  CHECK(c.finish() == 0);
+}
+
+TEST_CASE("a fork child's segment has the parent's free matrix and a working overflow slot") {
+  // Slots 0..2 for threads, 3 the overflow slot. Before the fork the parent used slots 0 and 1
+  // (its main thread, and a thread that freed one of main's blocks and exited); the child's six
+  // threads take slots 1 and 2 and then the overflow slot.
+  child c({"fork_threads", "6"}, {"LIVEALLOC_PROFILE=1", "LIVEALLOC_TELEMETRY_SLOTS=4"});
+  std::string err;
+  auto ps = rd::segment::open_pid(c.pid, &err);
+  INFO(err);
+  REQUIRE(ps);
+  auto cs = rd::segment::open_pid(c.reported, &err);
+  INFO(err);
+  REQUIRE(cs);
+  rd::snapshot pc = snap(*ps), cc = snap(*cs);
+  CHECK(pc.freed(1, 0) == 1);
+  CHECK(cc.freed(1, 0) == pc.freed(1, 0));  // the matrix came with the copy
+  const rd::thread_view* overflow = overflow_slot(cc);
+  REQUIRE(overflow != nullptr);
+  CHECK(overflow->slot == 3);
+  CHECK(cc.total(la::detail::class_of(100), c_allocs) == 600);  // none lost in the overflow slot
   CHECK(c.finish() == 0);
 }
 
