@@ -509,8 +509,21 @@ inline std::string state_name(std::uint32_t state) {
   }
 }
 
+// A process that has exited but was not reaped yet (a zombie) still answers kill(pid, 0): its
+// state in /proc/<pid>/stat (the field after the command name, which may hold spaces and
+// parentheses) tells it apart. Where /proc cannot be read, kill() decides alone.
 inline bool pid_alive(int pid) {
-  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  char path[32], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  buf[n] = 0;
+  const char* end = strrchr(buf, ')');
+  return !(end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X'));
 }
 
 inline std::uint64_t thread_view::live(unsigned cls) const {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -230,12 +231,12 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       *error = "unknown option '" + arg + "'";
       return false;
     }
-    if (arg == "--clean") {
-      a->clean = true;
-      continue;
-    }
-    if (arg == "--exit-when-done") {
-      a->exit_when_done = true;
+    if (arg == "--clean" || arg == "--exit-when-done") {
+      if (inline_value) {  // --clean=false must not clean
+        *error = "option " + arg + " takes no value";
+        return false;
+      }
+      (arg == "--clean" ? a->clean : a->exit_when_done) = true;
       continue;
     }
     if (!inline_value) {
@@ -636,7 +637,20 @@ bool find_library(const std::string& given, std::string* out, std::string* error
   int last_errno = ENOENT;
   for (const std::string& path : candidates) {
     char real[PATH_MAX] = {};
-    if (realpath(path.c_str(), real) && access(real, R_OK) == 0) {
+    struct stat st {};
+    if (realpath(path.c_str(), real) && access(real, R_OK) == 0 && stat(real, &st) == 0) {
+      if (!S_ISREG(st.st_mode)) {
+        *error = std::string("the allocator library ") + real + " is not a file";
+        return false;
+      }
+      // ld.so splits LD_PRELOAD at spaces and colons, with no way to quote them: such a path
+      // would be ignored and the program would run unprofiled.
+      if (std::strpbrk(real, " :\t\n")) {
+        *error = std::string("the allocator library's path '") + real +
+                 "' holds a space or a colon, which LD_PRELOAD cannot carry; copy or link it " +
+                 "to a path without them and give that with --lib PATH";
+        return false;
+      }
       *out = real;
       return true;
     }
@@ -684,12 +698,18 @@ int cmd_run(const args& a) {
                        kRunHelp);
   std::string lib, err;
   if (!find_library(a.lib, &lib, &err)) return usage_error("run: " + err);
-  // A taken port is found before the program starts (and again by start(), below).
-  if (opts.port != 0 && memlive::detail::probe_bind(addr, opts.port) == EADDRINUSE)
+  // A port or host the server cannot listen on is found before the program starts (and again
+  // by start(), below): the program must not run, and be killed, for a mistyped option.
+  if (const int e = memlive::detail::probe_bind(addr, opts.port); e == EADDRINUSE) {
     return fail(error_kind::port_in_use, "run: port " + std::to_string(opts.port) + " on " +
                                              opts.host +
                                              " is in use; choose another with --port "
                                              "(0: any free port)");
+  } else if (e != 0) {
+    return usage_error("run: cannot listen on " + opts.host + ":" + std::to_string(opts.port) +
+                           ": " + strerror(e),
+                       kRunHelp);
+  }
 
   // The environment: ours, LD_PRELOAD with the library first, LIVEALLOC_PROFILE=1.
   std::vector<std::string> env;

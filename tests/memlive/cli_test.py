@@ -389,6 +389,10 @@ def check_errors(ml, workload_pid, tmp):
     r = run([ml, "list", "--dir", stale_dir])
     check(r.returncode == 0 and str(dead) in r.stdout and "stale" in r.stdout,
           "list notes a stale segment: %s" % r.stdout.strip())
+    r = run([ml, "list", "--clean=false", "--dir", stale_dir])
+    check(r.returncode == 2 and "takes no value" in r.stderr and os.listdir(stale_dir),
+          "list --clean=false: exit 2, nothing removed (got %d: %s)" % (r.returncode,
+                                                                        r.stderr.strip()))
     r = run([ml, "list", "--clean", "--dir", stale_dir])
     check(r.returncode == 0 and "removed 1 stale segment" in r.stdout and
           not os.listdir(stale_dir), "list --clean removes it: %s" % r.stdout.strip())

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -601,11 +602,32 @@ def cmd_run_errors(ml):
     check(r.returncode == 2 and "liblivealloc.so" in r.stderr and "--lib PATH" in r.stderr,
           "run without the library: exit 2 naming it and --lib (got %d: %s)" %
           (r.returncode, r.stderr.strip()))
-    r = subprocess.run([ml, "run", "--port", "0", "--lib", "/dev/null", "--",
-                        "/nonexistent/program-xyz"], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    check(r.returncode == 127 and "not found" in r.stderr,
-          "run of a missing program: exit 127 (got %d: %s)" % (r.returncode, r.stderr.strip()))
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "liblivealloc.so")  # a file, enough to get past the checks
+        open(lib, "wb").close()
+        r = subprocess.run([ml, "run", "--port", "0", "--lib", lib, "--",
+                            "/nonexistent/program-xyz"], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        check(r.returncode == 127 and "not found" in r.stderr,
+              "run of a missing program: exit 127 (got %d: %s)" % (r.returncode,
+                                                                   r.stderr.strip()))
+        # Refused before the program starts: it must not run for a mistyped option.
+        marker = os.path.join(tmp, "ran")
+        for extra, want in ((["--lib", "/dev/null"], "is not a file"),
+                            (["--lib", tmp + "/a b.so"], "cannot find"),
+                            (["--host", "192.0.2.1", "--lib", lib], "cannot listen on")):
+            r = subprocess.run([ml, "run", "--port", "0"] + extra + ["--", "touch", marker],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            check(r.returncode == 2 and want in r.stderr and not os.path.exists(marker),
+                  "run %s: exit 2 with %r, the program not started (got %d: %s)" %
+                  (" ".join(extra), want, r.returncode, r.stderr.strip()[-200:]))
+        spaced = os.path.join(tmp, "a b.so")
+        os.rename(lib, spaced)
+        r = subprocess.run([ml, "run", "--port", "0", "--lib", spaced, "--", "touch", marker],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        check(r.returncode == 2 and "space or a colon" in r.stderr and not os.path.exists(marker),
+              "run with a library path holding a space: exit 2, not started (got %d: %s)" %
+              (r.returncode, r.stderr.strip()[-200:]))
 
 
 def cmd_run(ml, target):

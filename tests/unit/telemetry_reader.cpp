@@ -673,6 +673,23 @@ TEST_CASE("a dead process's segment opens, marked not alive") {
   CHECK_FALSE(rd::pid_alive(0));
 }
 
+TEST_CASE("a process that exited but was not reaped yet (a zombie) is not alive") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  bool zombie = false;  // wait until it has exited, without reaping it
+  for (int i = 0; i < 500 && !zombie; ++i) {
+    siginfo_t info{};
+    zombie = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
+             info.si_pid == child;
+    if (!zombie) usleep(10000);
+  }
+  REQUIRE(zombie);
+  CHECK(kill(child, 0) == 0);  // what the check alone would go by
+  CHECK_FALSE(rd::pid_alive(child));
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+}
+
 TEST_CASE("list_segments and remove_stale") {
   temp_dir dir;
   const int me = getpid(), parent = getppid(), dead1 = dead_pid(), dead2 = dead_pid(),
