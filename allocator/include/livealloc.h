@@ -872,6 +872,11 @@ inline heap g_empty_heap{&g_empty_page};
 // The one initial-exec TLS pointer. Trivial type and constant initializer: no TLS wrapper, no
 // __cxa_thread_atexit (which would call calloc).
 inline thread_local heap* tls_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
+// Set once the thread's key destructor has given its heap up. glibc frees after the last
+// destructor round (the second-level array of a thread that set a key past the first 32,
+// resolver state), when no destructor runs again: a free then must not take a heap, which would
+// stay owned by a thread that is gone.
+inline thread_local bool tls_exited __attribute__((tls_model("initial-exec"))) = false;
 
 inline void count_os_call(int which) noexcept {
   heap* h = tls_heap;
@@ -1259,6 +1264,7 @@ inline void page_release(heap* h, page* pg) noexcept {
   }
   if (delay != 0) {
     s->dirty_units |= unit_mask(idx, n);
+    ph.purge_left = true;  // a pass under way may have passed this segment: it goes on after it
     ph.last_release = now_ms();
     if (ph.purge_deadline.load(std::memory_order_relaxed) == 0)
       ph.purge_deadline.store(ph.last_release + delay, std::memory_order_relaxed);
@@ -1506,10 +1512,11 @@ inline void heap_try_collect_abandoned(heap* h) noexcept;
 inline void inbox_push(heap* dest, block* head, block* tail) noexcept {
   block* old = dest->inbox.load(std::memory_order_relaxed);
   do tail->next = old;
-  while (!dest->inbox.compare_exchange_weak(old, head, std::memory_order_release,
+  while (!dest->inbox.compare_exchange_weak(old, head, std::memory_order_seq_cst,
                                             std::memory_order_relaxed));
-  // Nobody will drain an exited thread's heap: collect it here so the memory comes back.
-  if (dest->state.load(std::memory_order_relaxed) == kHeapAbandoned) heap_try_collect_abandoned(dest);
+  // Nobody will drain an exited thread's heap: collect it here so the memory comes back (see
+  // heap_try_collect_abandoned for a heap being collected right now).
+  if (dest->state.load(std::memory_order_seq_cst) == kHeapAbandoned) heap_try_collect_abandoned(dest);
 }
 
 inline void outbox_flush(heap* h) noexcept {
@@ -1725,13 +1732,20 @@ inline void heap_collect(heap* h) noexcept {
   heap_release_empty(h, 0, true);
 }
 
+// A push that finds the heap claimed leaves its blocks to the collector, which looks at the inbox
+// again after it lets go: the push's exchange then its state read, and this store then the inbox
+// read, are all seq_cst, so one of the two sees the other.
 inline void heap_try_collect_abandoned(heap* h) noexcept {
-  int expected = kHeapAbandoned;
-  if (!h->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
-                                        std::memory_order_relaxed))
-    return;
-  heap_collect(h);
-  h->state.store(kHeapAbandoned, std::memory_order_release);
+  for (;;) {
+    int expected = kHeapAbandoned;
+    if (!h->state.compare_exchange_strong(expected, kHeapClaimed, std::memory_order_acquire,
+                                          std::memory_order_relaxed))
+      return;
+    heap_collect(h);
+    overflow_publish(h);  // an overflow heap's last counts, while it is still ours
+    h->state.store(kHeapAbandoned, std::memory_order_seq_cst);
+    if (!h->inbox.load(std::memory_order_seq_cst)) return;
+  }
 }
 
 inline void pool_push(heap* h) noexcept {
@@ -1774,6 +1788,7 @@ inline void heap_abandon(heap* h) noexcept {
 
 inline void on_thread_exit(void* arg) noexcept {
   auto* h = static_cast<heap*>(arg);
+  tls_exited = true;
   if (tls_heap == h) tls_heap = &g_empty_heap;
   heap_abandon(h);
 }
@@ -2110,6 +2125,8 @@ inline heap* heap_new() noexcept {
 // The calling thread's heap: an exited thread's from the pool, else a new one.
 LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   if (!process_init()) return nullptr;
+  // process_init's atfork and atexit registrations may allocate, and so give this thread a heap.
+  if (tls_heap != &g_empty_heap) return tls_heap;
   heap* h = pool_take();
   if (h) {
     h->pub.incarnation.fetch_add(1, std::memory_order_release);  // before the fold: readers skip
@@ -2559,7 +2576,7 @@ inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t
 // remote_sent for it and as large_freed_by_others (an atomic add) for the allocating one.
 inline heap* counting_heap() noexcept {
   heap* h = tls_heap;
-  return h != &g_empty_heap ? h : thread_init();
+  return h != &g_empty_heap ? h : tls_exited ? nullptr : thread_init();  // (see tls_exited)
 }
 inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
   heap* h = counting_heap();
@@ -2716,11 +2733,12 @@ LIVEALLOC_ALWAYS_INLINE bool keep_foreign(heap* h, heap* owner, unsigned cls, bl
 }
 
 // A remote free that keep_foreign did not keep (free_small tried it): a thread without a heap gets
-// one first (and may keep the block then); else the block is gathered in the outbox for its owner.
+// one first (and may keep the block then), unless it is exiting; else the block is gathered in
+// the outbox for its owner.
 LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) noexcept {
   heap* h = tls_heap;
   if (h == &g_empty_heap) {
-    h = thread_init();
+    h = tls_exited ? nullptr : thread_init();
     if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
       b->next = nullptr;
       b->ahead = nullptr;

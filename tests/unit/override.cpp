@@ -6,6 +6,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -302,4 +303,29 @@ TEST_CASE("when the OS refuses memory, the caches give theirs back, then malloc 
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a free after the thread's key destructors does not bring its heap back for good") {
+  namespace d = livealloc::detail;
+  // A key past the first 32 makes glibc allocate (with our calloc) a second-level array of
+  // thread-specific values in each thread that sets it, and free it after every destructor round
+  // has run: then the thread's heap is already given up, and that free must not adopt it again.
+  std::vector<pthread_key_t> keys(40);
+  for (auto& k : keys) REQUIRE(pthread_key_create(&k, nullptr) == 0);
+  void* warm = std::malloc(64);  // this thread has its heap
+  std::free(warm);
+  const std::size_t owned_before = d::g.heaps_owned.load();
+  for (int round = 0; round < 4; ++round) {
+    pthread_t t;
+    REQUIRE(pthread_create(&t, nullptr, [](void* k) -> void* {
+      sink = std::malloc(100);  // the thread takes a heap
+      std::free(sink);
+      pthread_setspecific(*static_cast<pthread_key_t*>(k), k);
+      return nullptr;
+    }, &keys.back()) == 0);
+    REQUIRE(pthread_join(t, nullptr) == 0);
+  }
+  CHECK(d::g.heaps_owned.load() == owned_before);  // every exited thread's heap went back
+  CHECK(d::heap_is_valid());
+  for (auto k : keys) pthread_key_delete(k);
 }
