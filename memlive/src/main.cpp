@@ -415,6 +415,9 @@ int cmd_tune(const args& a) {
     if (g > generation) generation = g;
   }
   const bool validated = seg->wait_validated(generation, 2000);
+  if (!validated && !seg->process_alive())  // not pending: nobody is left to apply it
+    return fail(error_kind::no_process, "tune: process " + std::to_string(a.pid) +
+                                            " exited before it validated the values");
   rd::snapshot after = seg->take();
   if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
   bool any_rejected = false;

@@ -239,6 +239,23 @@ def option(snap, name):
     return next(o for o in snap["options"] if o["name"] == name)
 
 
+def check_tune_gone(ml, wl):
+    # A process that dies while tune waits for the allocator to validate: exit 3, not "pending".
+    w = Workload(wl)
+    try:
+        os.kill(w.pid, signal.SIGSTOP)  # no slow path validates anything now
+        p = subprocess.Popen([ml, "tune", "--pid", str(w.pid), "page_recycle=5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        w.kill()
+        out, err = p.communicate(timeout=TIMEOUT)
+        check(p.returncode == 3 and "exited before it validated" in err,
+              "tune of a process that dies meanwhile: exit 3 (got %d: %s%s)" %
+              (p.returncode, out, err.strip()))
+    finally:
+        w.kill()
+
+
 def check_tune(ml, pid):
     snap = snapshot_json(ml, pid)
     if not snap:
@@ -427,6 +444,7 @@ def cmd_cli(ml, wl):
             check(r.returncode == 0, "snapshot --format prometheus: exit 0")
             check_prometheus(r.stdout, want, w.pid)
         check_tune(ml, w.pid)
+        check_tune_gone(ml, wl)
         check_record(ml, w.pid, tmp)
         check_errors(ml, w.pid, tmp)
 
