@@ -1248,6 +1248,9 @@ namespace detail {
 inline constexpr std::size_t kMaxBody = 64 * 1024;
 inline constexpr int kMinStreamMs = 50;
 inline constexpr int kMaxStreamMs = 60000;
+// Each /api/stream client holds one of the server's 24 worker threads; past this many, a new one
+// gets 503, so /healthz, the API and the page still have workers to answer them.
+inline constexpr int kMaxStreams = 16;
 inline constexpr std::size_t kHistorySamples = 600;                // samples kept by /api/history
 inline constexpr int kHistoryMinStepMs = 250;  // history samples at most 4 a second
 inline constexpr std::size_t kHistoryBytes = 32u * 1024u * 1024u;  // and at most this much JSON
@@ -1501,6 +1504,7 @@ class server {
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> streams_{0};  // /api/stream clients connected now (kMaxStreams)
 };
 
 inline const char* reason_phrase(int code) {
@@ -1991,6 +1995,21 @@ inline void server::stream(mg_connection* conn, const char* query) {
     }
     interval = v;
   }
+  if (streams_.fetch_add(1) >= kMaxStreams) {
+    streams_.fetch_sub(1);
+    response r;
+    r.code = 503;
+    r.headers = "Retry-After: 5\r\n";
+    r.body = json_error("too many streams: " + std::to_string(kMaxStreams) +
+                        " clients are connected to /api/stream already",
+                        nullptr);
+    send(conn, r, false);
+    return;
+  }
+  struct leave {
+    std::atomic<int>& n;
+    ~leave() { n.fetch_sub(1); }
+  } left{streams_};
   const std::string head =
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
       "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n: memlive stream, interval_ms=" +

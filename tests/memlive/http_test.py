@@ -307,6 +307,32 @@ class Stream:
         self.s.close()
 
 
+def check_stream_cap(port):
+    # Each stream holds a worker thread: past 16 a new one gets 503 and the rest still answers.
+    time.sleep(1.5)  # a stream closed just before is counted until a write to it fails
+    streams = [Stream(port, "?interval_ms=1000") for _ in range(16)]
+    try:
+        got = [st.event() is not None for st in streams]
+        check(all(got), "16 streams at once: each gets its first event (%d of 16)" % sum(got))
+        extra = Stream(port)
+        extra.event(timeout=5)
+        check(extra.head is not None and b" 503 " in extra.head.split(b"\r\n")[0],
+              "a 17th stream: 503 (head %r)" % (extra.head or b"")[:80])
+        extra.close()
+        check(request(port, "GET", "/healthz")[0] == 200, "with 16 streams open, /healthz answers")
+    finally:
+        for st in streams:
+            st.close()
+    for _ in range(50):  # the server notices the closed streams at their next tick
+        again = Stream(port, "?interval_ms=100")
+        ok = again.event(timeout=5) is not None
+        again.close()
+        if ok:
+            break
+        time.sleep(0.1)
+    check(ok, "once they close, a new stream is served again")
+
+
 def check_stream(port, pid):
     s = Stream(port, "?interval_ms=100")
     evs = [s.event() for _ in range(5)]
@@ -530,6 +556,7 @@ def cmd_serve(ml, wl):
         check_endpoints(port, w.pid, want)
         check_options(port, "the workload's ticker reaches slow paths")
         check_stream(port, w.pid)
+        check_stream_cap(port)
         check_history(port, w.pid)
 
         r = subprocess.run([ml, "serve", "--pid", str(w.pid), "--port", str(port)],
