@@ -462,6 +462,17 @@ std::uint64_t monotonic_ms() {
   return std::uint64_t(ts.tv_sec) * 1000u + std::uint64_t(ts.tv_nsec) / 1000000u;
 }
 
+// SIGINT and SIGTERM set g_stop. Interrupted system calls restart (a write to a full pipe, the
+// read of the exec status, waitpid): every wait polls g_stop in slices of at most 20 ms anyway.
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 // Sleeps until `deadline_ms` (CLOCK_MONOTONIC) or a stop signal, in slices so a signal that
 // arrives just before nanosleep is noticed within 20 ms.
 void sleep_until(std::uint64_t deadline_ms) {
@@ -492,11 +503,7 @@ int cmd_record(const args& a) {
   FILE* out = a.out == "-" ? stdout : std::fopen(a.out.c_str(), "w");
   if (!out) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals();
 
   const std::uint64_t start = monotonic_ms();
   const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
@@ -565,11 +572,7 @@ int cmd_serve(const args& a) {
     return fail(error_kind::no_process,
                 "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to serve");
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals();
 
   memlive::detail::server srv(std::move(r.segment));
   const memlive::status st = srv.start(opts);
@@ -734,11 +737,7 @@ int cmd_run(const args& a) {
   for (std::string& v : prog) argv.push_back(&v[0]);
   argv.push_back(nullptr);
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals();
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return fail(static_cast<error_kind>(1), "run: pipe failed");
