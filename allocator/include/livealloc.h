@@ -2148,6 +2148,13 @@ LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   return h;
 }
 
+// The calling thread's heap, taken at its first use; nullptr when none can be had, and in a
+// thread whose key destructor gave its heap up (see tls_exited): a free there takes no heap.
+inline heap* caller_heap() noexcept {
+  heap* h = tls_heap;
+  return h != &g_empty_heap ? h : tls_exited ? nullptr : thread_init();
+}
+
 // --- small allocation -------------------------------------------------------------------------
 
 // Finds a page of class `cls` with a free block and makes it the current page.
@@ -2574,12 +2581,8 @@ inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t
 
 // Large blocks count in class 0 of the allocating thread. A free by another thread counts as
 // remote_sent for it and as large_freed_by_others (an atomic add) for the allocating one.
-inline heap* counting_heap() noexcept {
-  heap* h = tls_heap;
-  return h != &g_empty_heap ? h : tls_exited ? nullptr : thread_init();  // (see tls_exited)
-}
 inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
-  heap* h = counting_heap();
+  heap* h = caller_heap();
   hdr->owner = h;
   if (!h) return;
   bump(h->stats[0].v[c_allocs]);
@@ -2587,7 +2590,7 @@ inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
   note_peak(h, 0);
 }
 inline void large_count_free(large_header* hdr) noexcept {
-  heap* h = counting_heap();
+  heap* h = caller_heap();
   if (h && h == hdr->owner) {
     bump(h->stats[0].v[c_frees]);
     return;
@@ -2738,8 +2741,8 @@ LIVEALLOC_ALWAYS_INLINE bool keep_foreign(heap* h, heap* owner, unsigned cls, bl
 LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) noexcept {
   heap* h = tls_heap;
   if (h == &g_empty_heap) {
-    h = tls_exited ? nullptr : thread_init();
-    if (LIVEALLOC_UNLIKELY(!h)) {  // cannot get a heap: send it back alone
+    h = caller_heap();
+    if (LIVEALLOC_UNLIKELY(!h)) {  // no heap to be had: send it back alone
       b->next = nullptr;
       b->ahead = nullptr;
       inbox_push(owner, b, b);
