@@ -175,18 +175,30 @@ class segment {
   bool process_alive() const { return pid_alive(pid_); }
   std::uint32_t threads_alive() const;  // slots in state alive, without a full snapshot
 
+  // A process that calls exec publishes a new segment under the same name (the new image's
+  // allocator starts afresh), and this one stops changing. Returns the new one, opened as this
+  // one was, when path() now names another file written by the same process (the same pid and
+  // start time: not a later process that was given the pid); nullptr when it does not, or when
+  // the new file cannot be opened (then *error says why).
+  std::unique_ptr<segment> successor(std::string* error) const;
+
  private:
-  segment(int fd, unsigned char* base, std::uint64_t size, bool writable, std::int32_t pid,
-          std::string path)
-      : fd_(fd), base_(base), size_(size), writable_(writable), pid_(pid), path_(std::move(path)) {}
+  segment(int fd, unsigned char* base, std::uint64_t size, bool writable, bool read_only,
+          std::int32_t pid, std::string path)
+      : fd_(fd), base_(base), size_(size), writable_(writable), read_only_(read_only), pid_(pid),
+        path_(std::move(path)) {}
   bool current(detail::layout* l, std::string* error) const;
 
   int fd_;
   unsigned char* base_;
   std::uint64_t size_;  // bytes mapped (the file size at open, equal to segment_size)
   bool writable_;
+  bool read_only_;  // as asked of open_path
   std::int32_t pid_;
   std::string path_;
+  dev_t dev_ = 0;  // the file mapped
+  ino_t ino_ = 0;
+  std::uint64_t start_ticks_ = 0;  // the process's start time at open; 0: unknown
 };
 
 // One file named livealloc.<digits> in a directory.
@@ -512,18 +524,39 @@ inline std::string state_name(std::uint32_t state) {
 // A process that has exited but was not reaped yet (a zombie) still answers kill(pid, 0): its
 // state in /proc/<pid>/stat (the field after the command name, which may hold spaces and
 // parentheses) tells it apart. Where /proc cannot be read, kill() decides alone.
-inline bool pid_alive(int pid) {
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
-  char path[32], buf[512];
+namespace detail {
+// From /proc/<pid>/stat: the state letter and the start time (clock ticks after boot, field 22).
+// False when it cannot be read.
+inline bool proc_stat(int pid, char* state, std::uint64_t* start_ticks) {
+  char path[32], buf[1024];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;
+  if (fd < 0) return false;
   const ssize_t n = ::read(fd, buf, sizeof buf - 1);
   ::close(fd);
-  if (n <= 0) return true;
+  if (n <= 0) return false;
   buf[n] = 0;
-  const char* end = strrchr(buf, ')');
-  return !(end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X'));
+  const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p || p[1] != ' ' || !p[2]) return false;
+  *state = p[2];
+  p += 2;
+  for (int field = 3; field < 22 && p; ++field) {
+    p = strchr(p, ' ');
+    if (p) ++p;
+  }
+  unsigned long long t = 0;
+  if (!p || std::sscanf(p, "%llu", &t) != 1) return false;
+  *start_ticks = t;
+  return true;
+}
+}  // namespace detail
+
+inline bool pid_alive(int pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  char state = 0;
+  std::uint64_t start = 0;
+  if (!detail::proc_stat(pid, &state, &start)) return true;
+  return state != 'Z' && state != 'X';
 }
 
 inline std::uint64_t thread_view::live(unsigned cls) const {
@@ -644,8 +677,14 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
   detail::layout l;
   if (detail::read_layout(base, size, &l, &why)) {
     const int name_pid = detail::pid_from_name(detail::base_name(path));
-    if (name_pid <= 0 || name_pid == l.pid)
-      return std::unique_ptr<segment>(new segment(fd, base, size, writable, l.pid, path));
+    if (name_pid <= 0 || name_pid == l.pid) {
+      std::unique_ptr<segment> seg(new segment(fd, base, size, writable, read_only, l.pid, path));
+      seg->dev_ = st.st_dev;
+      seg->ino_ = st.st_ino;
+      char state = 0;
+      if (!detail::proc_stat(l.pid, &state, &seg->start_ticks_)) seg->start_ticks_ = 0;
+      return seg;
+    }
     why = "the header says pid " + std::to_string(l.pid) + " but the file name says pid " +
           std::to_string(name_pid);
   }
@@ -658,6 +697,21 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
 inline segment::~segment() {
   munmap(base_, size_);
   ::close(fd_);
+}
+
+inline std::unique_ptr<segment> segment::successor(std::string* error) const {
+  struct stat st;
+  if (lstat(path_.c_str(), &st) != 0 || (st.st_dev == dev_ && st.st_ino == ino_)) return nullptr;
+  char state = 0;
+  std::uint64_t start = 0;
+  if (start_ticks_ == 0 || !detail::proc_stat(pid_, &state, &start) || start != start_ticks_)
+    return nullptr;
+  std::unique_ptr<segment> next = open_path(path_, error, read_only_);
+  if (next && next->pid_ != pid_) {
+    detail::set(error, path_ + ": now holds the segment of pid " + std::to_string(next->pid_));
+    next.reset();
+  }
+  return next;
 }
 
 // Re-reads and re-checks the layout: a file truncated under the mapping would turn reads into

@@ -1425,7 +1425,7 @@ inline const web_file* find_web_file(const std::string& path) {
 class server {
  public:
   // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
-  explicit server(std::unique_ptr<rd::segment> seg) : seg_(std::move(seg)) {}
+  explicit server(std::unique_ptr<rd::segment> seg) : seg_(std::move(seg)), pid_(seg_->pid()) {}
   ~server() { stop(); }
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -1433,7 +1433,7 @@ class server {
   status start(const options& o);
   void stop();
   int port() const { return port_; }
-  std::int32_t pid() const { return seg_->pid(); }
+  std::int32_t pid() const { return pid_; }
 
   // Request handling (public for civetweb's C callback).
   int handle(mg_connection* conn);
@@ -1457,9 +1457,12 @@ class server {
   // The shared sample for `tick`: the one already built if it is for this tick or a later
   // one, or at most `slack` ms older; else a new one.
   std::shared_ptr<const std::string> sample(std::uint64_t tick, std::uint64_t slack = 0);
+  // Under seg_mutex_. Follows the process through exec (rd::segment::successor), which also
+  // clears the baseline: it counted another program image.
   bool take(rd::snapshot* s, std::string* error);
-  // take() under seg_mutex_; on failure *r becomes the 503 to send.
-  bool take_or_503(rd::snapshot* s, response* r);
+  // take() under seg_mutex_; on failure *r becomes the 503 to send. *writable (if given): whether
+  // the segment taken can be tuned.
+  bool take_or_503(rd::snapshot* s, response* r, bool* writable = nullptr);
   static void send(mg_connection* conn, const response& r, bool head);
   response history_response(const char* query);
   response baseline_request(mg_connection* conn, const std::string& method);
@@ -1475,14 +1478,15 @@ class server {
     return (kHistorySamples * history_step_ms() + 999) / 1000;
   }
 
-  std::unique_ptr<rd::segment> seg_;
+  std::unique_ptr<rd::segment> seg_;  // replaced under seg_mutex_ when the process calls exec
+  const std::int32_t pid_;
   mg_context* ctx_ = nullptr;
   int port_ = 0;
   options opts_;
   std::string bind_host_;
   std::uint64_t started_ms_ = 0;
 
-  std::mutex seg_mutex_;   // take() and set_option() one at a time; guards last_good_
+  std::mutex seg_mutex_;   // take() and set_option() one at a time; guards seg_, last_good_
   std::string last_good_;  // JSON of the last snapshot that could be taken
 
   std::mutex sample_mutex_;  // the shared stream sample
@@ -1569,6 +1573,12 @@ inline bool server::origin_allowed(const char* origin) const {
 }
 
 inline bool server::take(rd::snapshot* s, std::string* error) {
+  std::string why;
+  if (std::unique_ptr<rd::segment> next = seg_->successor(&why)) {
+    seg_ = std::move(next);
+    std::lock_guard<std::mutex> lock(baseline_mutex_);
+    baseline_.reset();
+  }
   *s = seg_->take();
   if (s->ok()) return true;
   *error = s->error;
@@ -1602,10 +1612,13 @@ inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick, std
   return sample_json_;
 }
 
-inline bool server::take_or_503(rd::snapshot* s, response* r) {
+inline bool server::take_or_503(rd::snapshot* s, response* r, bool* writable) {
   std::lock_guard<std::mutex> lock(seg_mutex_);
   std::string err;
-  if (take(s, &err)) return true;
+  if (take(s, &err)) {
+    if (writable) *writable = seg_->writable();
+    return true;
+  }
   r->code = 503;
   r->body = json_error("cannot read the segment: " + err, nullptr);
   return false;
@@ -1614,14 +1627,15 @@ inline bool server::take_or_503(rd::snapshot* s, response* r) {
 inline server::response server::options_response() {
   response r;
   rd::snapshot s;
-  if (!take_or_503(&s, &r)) return r;
+  bool writable = false;
+  if (!take_or_503(&s, &r, &writable)) return r;
   {
     writer w(r.body);  // scoped: its destructor trims r.body, before r is returned
     w.ch('{');
     json_field(w, "generation", s.generation, true);
     json_field(w, "validated_generation", s.validated_generation);
     json_field(w, "rejected", s.rejected);
-    json_bool(w, "writable", seg_->writable());
+    json_bool(w, "writable", writable);
     w.raw(",\"options\":[");
     for (std::size_t i = 0; i < s.options.size(); ++i) {
       const rd::option_view& o = s.options[i];
@@ -1692,8 +1706,8 @@ inline int server::handle(mg_connection* conn) {
   } else if (path == "/healthz") {
     writer w(r.body);
     w.raw("{\"ok\":true");
-    json_field(w, "pid", seg_->pid());
-    json_bool(w, "alive", seg_->process_alive());
+    json_field(w, "pid", pid_);
+    json_bool(w, "alive", rd::pid_alive(pid_));
     json_field(w, "uptime_ms", steady_ms() - started_ms_);
     w.raw(",\"version\":\"");
     w.raw(version_string());
@@ -1781,13 +1795,13 @@ inline server::response server::post_options(mg_connection* conn) {
   };
   std::string body;
   if (response e = read_json_body(conn, &body); e.code != 0) return e;
-  if (!seg_->writable())
-    return error(403, "the segment is read-only to this server (another user's process?)", nullptr);
   // Checked and stored under one lock: two POSTs cannot interleave their values.
   std::lock_guard<std::mutex> lock(seg_mutex_);
   rd::snapshot s;
   std::string err;
   if (!take(&s, &err)) return error(503, "cannot read the segment: " + err, nullptr);
+  if (!seg_->writable())
+    return error(403, "the segment is read-only to this server (another user's process?)", nullptr);
   if (!s.process_alive) return error(409, "the process is gone: nothing would apply", nullptr);
   options_request req = check_options_body(body, s.options);
   if (!req.ok()) return error(400, req.error, req.has_field ? &req.field : nullptr);
@@ -1965,6 +1979,13 @@ inline server::response server::since_response(const char* query) {
   }
   rd::snapshot now;
   if (!take_or_503(&now, &r)) return r;
+  if (now.start_ns != base.start_ns) {  // the process called exec since (take() cleared it)
+    r.code = 409;
+    r.body = json_error("the baseline counted the program the process ran before its exec: "
+                        "POST /api/baseline again",
+                        &field);
+    return r;
+  }
   append_json(r.body, since_baseline(now, base));
   r.body.pop_back();  // the closing brace
   {

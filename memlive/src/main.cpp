@@ -4,11 +4,13 @@
 // Every verb reads /dev/shm/livealloc.<pid> through livealloc_reader.h and formats with memlive.h;
 // this file holds only argument parsing, the verbs' control flow and their messages.
 // Exit codes are memlive::error_kind (see usage()).
+#include <fcntl.h>
 #include <limits.h>
 #include <memlive.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -118,7 +120,9 @@ constexpr const char* kRecordHelp =
     "\n"
     "Writes one JSON snapshot per line (the schema of `memlive snapshot`). Stops after N samples,\n"
     "after S seconds, when the process exits (a final sample is written and the exit reported),\n"
-    "or on SIGINT/SIGTERM (the file is flushed, exit 0).\n"
+    "or on SIGINT/SIGTERM (the file is flushed, exit 0). A write that fails (a full disk) stops it\n"
+    "with exit 1; a partial last line is cut off. A process that calls exec is followed into\n"
+    "its new segment (the same pid).\n"
     "\n"
     "options:\n"
     "  --pid N        the process (required)\n"
@@ -135,7 +139,8 @@ constexpr const char* kServeHelp =
     "/api/stream, /api/options (GET, POST to tune), /api/history, /api/baseline, /metrics,\n"
     "/healthz. Prints the URL, then serves until SIGINT/SIGTERM (exit 0). When the process exits\n"
     "it says so and keeps serving its last state. Tuning needs write access to the segment (the\n"
-    "process's user); without it the options are read-only.\n"
+    "process's user); without it the options are read-only. A process that calls exec is\n"
+    "followed into its new segment (the same pid).\n"
     "\n"
     "options:\n"
     "  --pid N        the process (required)\n"
@@ -154,9 +159,10 @@ constexpr const char* kRunHelp =
     "and LIVEALLOC_PROFILE=1, waits for its telemetry segment and serves it like `serve` at\n"
     "http://H:P/ (printed). When the program exits, its status is printed and its last state\n"
     "stays served until SIGINT/SIGTERM. memlive then exits with the program's status (128+N if\n"
-    "killed by signal N). SIGINT/SIGTERM while the program runs is passed on to it. Exit 127:\n"
-    "program not found; 126: not executable; 8: the port is in use (the program is not left\n"
-    "running).\n"
+    "killed by signal N). SIGINT/SIGTERM while the program runs is passed on to it, and if\n"
+    "memlive dies the program gets SIGTERM. A program that calls exec is followed into its new\n"
+    "image. Exit 127: program not found; 126: not executable; 8: the port is in use (the\n"
+    "program is not left running).\n"
     "\n"
     "options:\n"
     "  --host H          the IPv4 address to listen on (default 127.0.0.1; see `serve --help`)\n"
@@ -486,6 +492,20 @@ void sleep_until(std::uint64_t deadline_ms) {
   }
 }
 
+// Writes all of `s` to `fd`; false with errno set when a write fails.
+bool write_all(int fd, const std::string& s) {
+  for (std::size_t done = 0; done < s.size();) {
+    const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      return false;
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
 int cmd_record(const args& a) {
   if (!a.have_pid) return usage_error("record: --pid N is required", kRecordHelp);
   if (a.interval_ms < 0) return usage_error("record: --interval MS is required", kRecordHelp);
@@ -500,15 +520,19 @@ int cmd_record(const args& a) {
     return fail(error_kind::no_process,
                 "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to record");
 
-  FILE* out = a.out == "-" ? stdout : std::fopen(a.out.c_str(), "w");
-  if (!out) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+  const bool to_stdout = a.out == "-";
+  const int out = to_stdout ? STDOUT_FILENO
+                            : ::open(a.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (out < 0) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
 
   catch_stop_signals();
+  signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, a write fails (EFBIG) and is reported
 
   const std::uint64_t start = monotonic_ms();
   const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
   std::string line;
   long long written = 0;
+  off_t complete = 0;  // bytes of the file in whole lines
   std::string why = "done";
   int result = 0;
   for (std::uint64_t next = start;; next += std::uint64_t(a.interval_ms)) {
@@ -518,6 +542,8 @@ int cmd_record(const args& a) {
       break;
     }
     const bool gone = !seg->process_alive();  // before take(): the last sample follows the exit
+    std::string err;
+    if (std::unique_ptr<rd::segment> next = seg->successor(&err)) seg = std::move(next);  // exec
     rd::snapshot s = seg->take();
     if (!s.ok()) {
       result = fail(error_kind::bad_segment, seg->path() + ": " + s.error);
@@ -527,11 +553,18 @@ int cmd_record(const args& a) {
     line.clear();
     memlive::append_json(line, s);
     line.push_back('\n');
-    if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
-      result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+    if (!write_all(out, line)) {
+      const int e = errno;
+      // A full disk or a size limit must not leave half a line for readers to trip on.
+      const bool cut = !to_stdout && ftruncate(out, complete) == 0;
+      result = fail(static_cast<error_kind>(1),
+                    a.out + ": " + strerror(e) + "; stopped after " + std::to_string(written) +
+                        " complete sample" + (written == 1 ? "" : "s") +
+                        (cut ? " (the partial last line was removed)" : ""));
       why = "";
       break;
     }
+    complete += static_cast<off_t>(line.size());
     ++written;
     if (gone) {
       why = "process " + std::to_string(a.pid) + " exited; wrote a final sample";
@@ -540,7 +573,7 @@ int cmd_record(const args& a) {
     if (a.count > 0 && written >= a.count) break;
     if (end && monotonic_ms() + std::uint64_t(a.interval_ms) > end) break;
   }
-  if (out != stdout && std::fclose(out) != 0 && result == 0)
+  if (!to_stdout && ::close(out) != 0 && result == 0)
     result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
   if (!why.empty())
     std::fprintf(stderr, "memlive: recorded %lld sample%s to %s (%s)\n", written,
@@ -743,6 +776,7 @@ int cmd_run(const args& a) {
   if (pipe2(fds, O_CLOEXEC) != 0) return fail(static_cast<error_kind>(1), "run: pipe failed");
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t self = getpid();
   const pid_t pid = fork();
   if (pid < 0)
     return fail(static_cast<error_kind>(1), std::string("run: fork: ") + strerror(errno));
@@ -752,6 +786,8 @@ int cmd_run(const args& a) {
     sigaction(SIGINT, &dfl, nullptr);
     sigaction(SIGTERM, &dfl, nullptr);
     close(fds[0]);
+    // If memlive dies, even by SIGKILL, the program gets the SIGTERM that a stop would send it.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self) _exit(127);
     execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
     ssize_t w = write(fds[1], &e, sizeof e);
@@ -893,7 +929,15 @@ int main(int argc, char** argv) {
       std::printf("%s", v.help);
       return 0;
     }
-    return v.run(a);
+    const int code = v.run(a);
+    // What a verb printed must have reached stdout (a full disk, /dev/full): else say so, and
+    // exit 1 if the verb itself succeeded. (snapshot and record check their own writes.)
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "memlive %s: writing stdout: %s\n", v.name,
+                   errno ? strerror(errno) : "error");
+      return code ? code : 1;
+    }
+    return code;
   }
   return usage_error("unknown verb '" + verb + "'", kUsage);
 }

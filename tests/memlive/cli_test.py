@@ -20,6 +20,7 @@ import io
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -327,6 +328,28 @@ def check_record(ml, pid, tmp):
     check(p.returncode == 0 and ok and "stopped by a signal" in err,
           "record + SIGINT: exit 0, %d complete JSON lines, says so (%s)" % (len(lines), err.strip()))
 
+    # A file size limit (as a full disk would) stops it mid-line: an error, exit 1, and the file
+    # keeps only whole lines.
+    size = len(open(out, "rb").read().splitlines()[0]) + 1
+    limit = size * 5 // 2  # two lines and a half
+    out3 = os.path.join(tmp, "rec3.jsonl")
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    r = subprocess.run([ml, "record", "--pid", str(pid), "--interval", "10", "--out", out3,
+                        "--count", "10"], capture_output=True, text=True, timeout=TIMEOUT,
+                       preexec_fn=limited)
+    data = open(out3, "rb").read() if os.path.exists(out3) else b""
+    try:
+        whole = all(json.loads(l)["pid"] == pid for l in data.splitlines())
+    except ValueError:
+        whole = False
+    check(r.returncode == 1 and "File too large" in r.stderr and "partial last line" in r.stderr
+          and whole and data.endswith(b"\n") and 1 <= data.count(b"\n") <= 3,
+          "record past a file size limit: exit 1, says why, the file ends on a whole line "
+          "(%d, %d lines of %d bytes: %s)" % (r.returncode, data.count(b"\n"), len(data),
+                                              r.stderr.strip()))
+
 
 def check_errors(ml, workload_pid, tmp):
     dead = free_pid()
@@ -413,6 +436,15 @@ def check_errors(ml, workload_pid, tmp):
     r = run([ml, "list", "--clean", "--dir", stale_dir])
     check(r.returncode == 0 and "removed 1 stale segment" in r.stdout and
           not os.listdir(stale_dir), "list --clean removes it: %s" % r.stdout.strip())
+
+    # Output that cannot be written is an error, not a silent exit 0.
+    for verb in (["list"], ["tune", "--pid", str(workload_pid), "remote_batch=32"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([ml] + verb, stdout=full, stderr=subprocess.PIPE, text=True,
+                               timeout=TIMEOUT)
+        check(r.returncode == 1 and "writing stdout: No space left on device" in r.stderr,
+              "%s > /dev/full: exit 1, says why (got %d: %s)" % (verb[0], r.returncode,
+                                                                r.stderr.strip()))
 
 
 def listed(ml, pid):

@@ -657,6 +657,73 @@ def cmd_run_errors(ml):
               (r.returncode, r.stderr.strip()[-200:]))
 
 
+def check_run_exec(p, port, pid, before):
+    """The program execs itself: memlive follows the same pid into its new segment."""
+    p.stdin.write("exec\n")
+    p.stdin.flush()
+    m, lines = read_until(p, r"^target ready (\d+)")
+    if not check(m and int(m.group(1)) == pid, "the program exec'd itself, pid %d (%s)" %
+                 (pid, lines)):
+        return
+    p.stdin.write("alloc 300 17\n")
+    p.stdin.flush()
+    m, lines = read_until(p, r"^allocated")
+    check(m, "the new image allocated (%s)" % lines)
+    deadline = time.time() + 5
+    snap, total = None, None
+    while time.time() < deadline:
+        st, _, snap = get_json(port, "/api/snapshot")
+        if st == 200 and snap and snap["start_ns"] != before["start_ns"]:
+            cls = cli_test.class_of(300, snap["class_sizes"])
+            ia = snap["counters"].index("allocs")
+            total = sum(r[1 + ia] for t in snap["threads"] for r in t["classes"] if r[0] == cls)
+            if total >= 17:
+                break
+        time.sleep(0.1)
+    check(snap and snap["pid"] == pid and snap["start_ns"] != before["start_ns"] and
+          snap["alive"] is True and total is not None and total >= 17,
+          "run: after the exec, /api/snapshot is the new image's segment with its 17 mallocs of "
+          "300 bytes (start_ns %s -> %s, allocs %s)" % (before["start_ns"],
+                                                        snap and snap["start_ns"], total))
+    st, _, j = get_json(port, "/api/baseline")
+    check(st == 200 and j and j["baseline"] is False,
+          "run: the exec cleared the baseline, which counted the old image (%s)" % j)
+    st, _, j = get_json(port, "/api/options")
+    check(st == 200 and j and j["writable"] is True, "run: the new segment can be tuned (%s)" %
+          (j and j.get("writable")))
+
+
+def cmd_run_killed(ml, target):
+    """memlive run killed by SIGKILL: the program gets SIGTERM and does not run on unobserved."""
+    env = dict(os.environ, LD_PRELOAD="")
+    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         env=env)
+    try:
+        m, lines = read_until(p, r"serving process (\d+) ")
+        if not check(m, "memlive run prints the URL (%s)" % lines):
+            return
+        pid = int(m.group(1))
+        p.kill()
+        p.wait()
+        deadline = time.time() + 5
+        gone = False
+        while time.time() < deadline and not gone:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    gone = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            except OSError:
+                gone = True
+            time.sleep(0.05)
+        check(gone, "memlive run killed by SIGKILL: the program (pid %d) ends too" % pid)
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def cmd_run(ml, target):
     env = dict(os.environ, LD_PRELOAD="")
     p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "100", "--exit-when-done", "--",
@@ -695,6 +762,7 @@ def cmd_run(ml, target):
         check(st == 200 and isinstance(h, list) and len(h) >= 3,
               "run: /api/history has samples at 100 ms (%s)" % (len(h) if isinstance(h, list)
                                                                  else h))
+        check_run_exec(p, port, pid, snap)
         p.stdin.write("exit 5\n")
         p.stdin.flush()
         rc = p.wait(timeout=TIMEOUT)
@@ -789,6 +857,7 @@ def main():
             cmd_run_errors(a.memlive)
         else:
             cmd_run(a.memlive, a.target)
+            cmd_run_killed(a.memlive, a.target)
     else:
         cmd_serve(a.memlive, a.workload)
     if failures:

@@ -1,6 +1,7 @@
 // A plain program for `memlive run` (tests/memlive/http_test.py run): it uses only malloc, which
 // the preloaded liblivealloc.so provides. Prints "target ready <pid>", then obeys stdin lines:
 //   alloc SIZE COUNT   malloc COUNT blocks of SIZE bytes, kept; prints "allocated"
+//   exec               execs itself (the same pid, a new image; what it kept is dropped)
 //   exit N             exits with status N (also at end of input: 0)
 #include <unistd.h>
 
@@ -26,6 +27,11 @@ int main() {
       }
       std::printf("allocated\n");
       std::fflush(stdout);
+    } else if (std::strcmp(line, "exec\n") == 0) {
+      char self[] = "memlive_run_target";
+      char* argv[] = {self, nullptr};
+      execv("/proc/self/exe", argv);
+      return 98;
     } else if (std::sscanf(line, "exit %d", &code) == 1) {
       for (void* p : kept) std::free(p);
       return code;

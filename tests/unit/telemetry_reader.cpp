@@ -673,6 +673,41 @@ TEST_CASE("a dead process's segment opens, marked not alive") {
   CHECK_FALSE(rd::pid_alive(0));
 }
 
+TEST_CASE("successor: a new file under the name, from the same process, is followed") {
+  temp_dir dir;
+  const std::string path = dir.file(getpid());
+  fake_segment(getpid()).write(path);
+  std::string err;
+  auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
+  REQUIRE_MESSAGE(seg != nullptr, err);
+  CHECK(seg->successor(&err) == nullptr);  // the same file
+  fake_segment(getpid()).write(path);      // rewritten in place: still the same file
+  CHECK(seg->successor(&err) == nullptr);
+  // What an exec does: a new file takes the name.
+  fake_segment next(getpid());
+  next.write(dir.path + "/new");
+  REQUIRE(rename((dir.path + "/new").c_str(), path.c_str()) == 0);
+  auto followed = seg->successor(&err);
+  REQUIRE_MESSAGE(followed != nullptr, err);
+  CHECK(followed->pid() == getpid());
+  CHECK(followed->take().ok());
+  CHECK(followed->successor(&err) == nullptr);
+  // A file whose header names another pid is refused, with a reason.
+  fake_segment(getpid() + 1).write(dir.path + "/other");
+  REQUIRE(rename((dir.path + "/other").c_str(), path.c_str()) == 0);
+  err.clear();
+  CHECK(followed->successor(&err) == nullptr);
+  CHECK_MESSAGE(contains(err, "pid"), err);
+  // A dead process's name given to a new file: not the same process (no start time to match).
+  const int dead = dead_pid();
+  fake_segment(dead).write(dir.file(dead));
+  auto gone = rd::segment::open_pid(dead, &err, dir.path);
+  REQUIRE_MESSAGE(gone != nullptr, err);
+  fake_segment(dead).write(dir.path + "/reused");
+  REQUIRE(rename((dir.path + "/reused").c_str(), dir.file(dead).c_str()) == 0);
+  CHECK(gone->successor(&err) == nullptr);
+}
+
 TEST_CASE("a process that exited but was not reaped yet (a zombie) is not alive") {
   const pid_t child = fork();
   REQUIRE(child >= 0);
