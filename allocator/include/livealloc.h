@@ -905,6 +905,7 @@ struct table_state {
   std::size_t size = 0;
   int fd = -1;
   int fork_fd = -1;  // between fork_prepare and the fork's end: the child's copy of the segment
+  void* fork_copy = nullptr;  // the same copy in anonymous memory, when the file could not be made
   std::uint32_t slots = 0;
   std::atomic<std::uint32_t> next_slot{0};
   bool linked = false;       // has its /dev/shm name
@@ -1963,51 +1964,75 @@ inline int table_disable() noexcept {
 // runs after this copy; if it allocates, the child's copy of the forking thread's heap is stale.)
 // What is copied: the header and everything up to the last slot taken so far, the overflow slot
 // (the last one), and the rows of the free matrix that those slots can have written; the rest of
-// the file reads as zeros, as it would in a new segment.
+// the file reads as zeros, as it would in a new segment. When that file cannot be made (no file
+// descriptor left, /dev/shm full), the copy goes to anonymous memory, which the child moves over
+// the segment: it then has no file (no profiling), but its heaps are those it forked with.
 inline void table_fork_prepare() noexcept {
   g_table.fork_fd = -1;
+  g_table.fork_copy = nullptr;
   if (!g_table.base || g_table.fd < 0) return;
   int fd = table_file(g_table.size);
-  auto copy = [fd](std::size_t from, std::size_t to) {
-    for (std::size_t off = from; off < to;) {
-      ssize_t w = pwrite(fd, g_table.base + off, to - off, static_cast<off_t>(off));
-      if (w <= 0) return false;
-      off += static_cast<std::size_t>(w);
-    }
-    return true;
-  };
   const std::size_t slots = g_table.slots;
   const std::size_t next = g_table.next_slot.load();
   const std::size_t taken = next < slots ? next : slots;
   const std::size_t overflow = kSlotsOffset + (slots - 1) * kSlotBytes;
   const std::size_t matrix = kSlotsOffset + slots * kSlotBytes;
   const std::size_t row = slots * sizeof(std::uint64_t);
-  const bool copied = fd >= 0 && copy(0, kSlotsOffset + taken * kSlotBytes) &&
-                      copy(overflow, overflow + kSlotBytes) &&
-                      copy(matrix, matrix + taken * row) &&
-                      copy(matrix + (slots - 1) * row, matrix + slots * row);
+  auto copy_to = [&](auto&& copy) {
+    return copy(0, kSlotsOffset + taken * kSlotBytes) && copy(overflow, overflow + kSlotBytes) &&
+           copy(matrix, matrix + taken * row) &&
+           copy(matrix + (slots - 1) * row, matrix + slots * row);
+  };
+  const bool copied = fd >= 0 && copy_to([fd](std::size_t from, std::size_t to) {
+    for (std::size_t off = from; off < to;) {
+      ssize_t w = pwrite(fd, g_table.base + off, to - off, static_cast<off_t>(off));
+      if (w <= 0) return false;
+      off += static_cast<std::size_t>(w);
+    }
+    return true;
+  });
   if (!copied && fd >= 0) {
     close(fd);
     fd = -1;
   }
   g_table.fork_fd = fd;
+  if (copied) return;
+  void* anon = os_map(g_table.size);
+  if (!anon) return;
+  copy_to([anon](std::size_t from, std::size_t to) {
+    memcpy(static_cast<std::uint8_t*>(anon) + from, g_table.base + from, to - from);
+    return true;
+  });
+  g_table.fork_copy = anon;
 }
 inline void table_fork_parent() noexcept {
   if (g_table.fork_fd >= 0) close(g_table.fork_fd);
   g_table.fork_fd = -1;
+  if (g_table.fork_copy) os_unmap(g_table.fork_copy, g_table.size);
+  g_table.fork_copy = nullptr;
 }
 inline void table_fork_child() noexcept {
   if (!g_table.base || g_table.fd < 0) return;
   int fd = g_table.fork_fd;
+  void* anon = g_table.fork_copy;
   g_table.fork_fd = -1;
+  g_table.fork_copy = nullptr;
   void* r = MAP_FAILED;
   if (fd >= 0)
     r = mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (r == MAP_FAILED) {
-    // Keep a private copy at least: the parent's segment must not see the child's writes.
     if (fd >= 0) close(fd);
     fd = -1;
-    mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, g_table.fd, 0);
+    if (!anon || mremap(anon, g_table.size, g_table.size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                        g_table.base) == MAP_FAILED) {
+      // No copy at all (the OS refused even anonymous memory): a private view of the parent's
+      // file at least keeps the child's writes out of it, though what the parent changed since
+      // the fork shows through until the child writes the page.
+      mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
+           g_table.fd, 0);
+    }
+  } else if (anon) {
+    munmap(anon, g_table.size);
   }
   close(g_table.fd);
   g_table.fd = fd;

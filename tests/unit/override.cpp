@@ -5,6 +5,7 @@
 
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -299,6 +300,63 @@ TEST_CASE("when the OS refuses memory, the caches give theirs back, then malloc 
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) exhaust_address_space();
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+// The process of the test below. Returns 0 when the fork child found its heap as it was at the
+// fork, else the number of the check that failed.
+static int fork_without_descriptors() {
+  constexpr int kBlocks = 2000;
+  std::vector<unsigned char*> kept(kBlocks);
+  for (auto& p : kept) {
+    p = static_cast<unsigned char*>(std::malloc(64));
+    std::memset(p, 0xAB, 64);
+  }
+  // Every file descriptor taken: the allocator cannot make the file for the child's copy of the
+  // segment, and falls back to a copy in anonymous memory.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 10;
+  rl.rlim_cur = 256;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 11;
+  while (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
+  }
+  if (errno != EMFILE || open("/dev/shm", O_TMPFILE | O_RDWR, 0600) >= 0) return 12;
+  const pid_t child = fork();
+  if (child < 0) return 13;
+  if (child == 0) {
+    usleep(200000);  // the parent's frees below are done by now
+    std::vector<unsigned char*> fresh(kBlocks);
+    for (auto& p : fresh) {
+      p = static_cast<unsigned char*>(std::malloc(64));
+      std::memset(p, 0xCD, 64);
+    }
+    for (unsigned char* p : kept)  // still ours: no malloc of the child may have returned one
+      for (int i = 0; i < 64; ++i)
+        if (p[i] != 0xAB) _exit(2);
+    if (!livealloc::detail::heap_is_valid()) _exit(3);
+    for (unsigned char* p : fresh) std::free(p);
+    for (unsigned char* p : kept) std::free(p);
+    _exit(livealloc::detail::heap_is_valid() ? 0 : 4);
+  }
+  // The parent goes on at once: it frees what the child still holds, and allocates again.
+  for (unsigned char* p : kept) std::free(p);
+  for (int round = 0; round < 20; ++round) {
+    for (auto& p : kept) p = static_cast<unsigned char*>(std::malloc(64));
+    for (unsigned char* p : kept) std::free(p);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child) return 14;
+  if (!WIFEXITED(status)) return 15;
+  return WEXITSTATUS(status);
+}
+
+TEST_CASE("a fork child whose segment file cannot be made keeps its heap as it was at the fork") {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(fork_without_descriptors());
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
