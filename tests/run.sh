@@ -75,6 +75,7 @@ configuration() {
 }
 
 "$root/tests/setup.sh"
+export PATH="$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/livealloc/bin"  # promtool, from setup.sh
 
 # Every option spelled out, so a build/ configured differently by hand cannot quietly drop tests.
 configuration main "$root/build" -DLIVEALLOC_SANITIZE= -DLIVEALLOC_BUILD_TESTS=ON \

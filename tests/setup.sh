@@ -33,6 +33,23 @@ if ((${#missing[@]} > 0)); then
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+# promtool checks /metrics as Prometheus parses it (tests/memlive/cli_test.py promtool). Only that
+# binary is taken out of Debian's prometheus package, into the user's cache (tests/run.sh puts it
+# on PATH): installing the package would also start a Prometheus server on the machine.
+tools="${XDG_CACHE_HOME:-$HOME/.cache}/livealloc/bin"
+if ! command -v promtool >/dev/null 2>&1 && [[ ! -x "$tools/promtool" ]]; then
+  echo "setup: promtool from Debian's prometheus package into $tools"
+  tmp="$(mktemp -d)"
+  if (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1 &&
+    dpkg-deb -x prometheus_*.deb x && [[ -x x/usr/bin/promtool ]]); then
+    mkdir -p "$tools"
+    install -m 0755 "$tmp/x/usr/bin/promtool" "$tools/promtool"
+  else
+    echo "setup: could not fetch the prometheus package; the promtool check will be skipped"
+  fi
+  rm -rf "$tmp"
+fi
+
 # The web page's npm dependencies, once web/package.json exists. `npm ci` again only when the
 # lock file is newer than node_modules (i.e. someone changed the dependencies).
 web="$root/web"

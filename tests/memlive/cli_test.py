@@ -11,7 +11,7 @@ the segment is gone once the workload exits.
 permission: a segment the caller cannot read gives exit 5 (skipped, exit 77, when run as root,
 who can read anything).
 promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
-promtool is not installed: Debian package `prometheus`).
+promtool is not on PATH: tests/setup.sh takes it out of Debian's `prometheus` package).
 Every failed check is printed; the exit code is 1 if any failed.
 """
 import argparse
@@ -522,7 +522,7 @@ def cmd_permission(ml):
 def cmd_promtool(ml, wl):
     promtool = shutil.which("promtool")
     if not promtool:
-        print("SKIP: promtool is not installed (Debian package prometheus)")
+        print("SKIP: promtool is not on PATH (tests/setup.sh fetches it; tests/run.sh adds it)")
         return 77
     w = Workload(wl)
     try:
