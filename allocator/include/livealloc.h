@@ -22,6 +22,9 @@
 #ifndef LIVEALLOC_H
 #define LIVEALLOC_H
 
+#ifdef LIVEALLOC_PRELOAD
+#include <dlfcn.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -3190,6 +3193,7 @@ inline std::new_handler current_new_handler() noexcept { return std::get_new_han
 [[noreturn]] inline void throw_bad_alloc() { throw std::bad_alloc(); }
 #endif
 
+
 // operator new after a failed allocation: call the new-handler until it succeeds or there is none.
 LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, bool nothrow) {
   for (;;) {
@@ -3343,6 +3347,97 @@ inline memory_resource* resource() noexcept {
 // Override: the C ABI and the replaceable C++ operators, in the one translation unit that asks.
 // ------------------------------------------------------------------------------------------------
 
+namespace livealloc {
+inline namespace v0 {
+namespace detail {
+
+#ifdef LIVEALLOC_PRELOAD
+// A program may replace operator new and delete ([replacement.functions]). Under LD_PRELOAD its
+// definitions come before ours for the forms it defines, and ours serve the others, which must
+// then do what the defaults do ([new.delete]): new[] and the nothrow forms call operator new,
+// the sized, array and nothrow deletes call operator delete, each through the symbol, which is
+// the program's. Otherwise a block from its operator new reaches our free. Decided at the first
+// call of such a form, before any could be needed: 1 ours throughout, 2 some form is another's.
+// The forms check `g_cxx_forward != 1` and leave everything else to a *_via function, so their
+// fast path is one load and one branch more, with no stack frame.
+inline std::atomic<int> g_cxx_forward{0};
+LIVEALLOC_NOINLINE inline bool cxx_forward() noexcept {
+  const int known = g_cxx_forward.load(std::memory_order_relaxed);
+  if (known != 0) return known == 2;
+  static const char* const kOperators[] = {
+      "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+      "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t",
+      "_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
+      "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t", "_ZdlPvSt11align_val_t",
+      "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+      "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+  Dl_info self{};
+  bool other = false;
+  if (dladdr(reinterpret_cast<void*>(&cxx_forward), &self) != 0) {
+    for (const char* name : kOperators) {
+      Dl_info found{};
+      void* sym = dlsym(RTLD_DEFAULT, name);
+      if (sym && dladdr(sym, &found) != 0 && found.dli_fbase != self.dli_fbase) other = true;
+    }
+  }
+  g_cxx_forward.store(other ? 2 : 1, std::memory_order_relaxed);
+  return other;
+}
+LIVEALLOC_ALWAYS_INLINE bool cxx_maybe_forward() noexcept {
+  return g_cxx_forward.load(std::memory_order_relaxed) != 1;
+}
+LIVEALLOC_NOINLINE inline void delete_via(void* p) noexcept {
+  if (cxx_forward()) return ::operator delete(p);
+  free_impl(p);
+}
+LIVEALLOC_NOINLINE inline void delete_array_via(void* p) noexcept {
+  if (cxx_forward()) return ::operator delete[](p);
+  free_impl(p);
+}
+LIVEALLOC_NOINLINE inline void delete_aligned_via(void* p, std::align_val_t a) noexcept {
+  if (cxx_forward()) return ::operator delete(p, a);
+  free_impl(p);
+}
+LIVEALLOC_NOINLINE inline void delete_aligned_array_via(void* p, std::align_val_t a) noexcept {
+  if (cxx_forward()) return ::operator delete[](p, a);
+  free_impl(p);
+}
+// new[](n) calls new(n); the nothrow forms call the throwing form of the same shape.
+LIVEALLOC_NOINLINE inline void* new_via(std::size_t n, bool array, bool nothrow) {
+  if (!cxx_forward()) return nothrow ? new_nothrow_impl(n) : new_impl(n);
+  if (!nothrow) return ::operator new(n);
+  try {
+    return array ? ::operator new[](n) : ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t a, bool array,
+                                                bool nothrow) {
+  const auto align = static_cast<std::size_t>(a);
+  if (!cxx_forward())
+    return nothrow ? new_aligned_nothrow_impl(n, align) : new_aligned_impl(n, align);
+  if (!nothrow) return ::operator new(n, a);
+  try {
+    return array ? ::operator new[](n, a) : ::operator new(n, a);
+  } catch (...) {
+    return nullptr;
+  }
+}
+#else
+constexpr bool cxx_maybe_forward() noexcept { return false; }  // one program: no other forms
+inline void delete_via(void*) noexcept {}
+inline void delete_array_via(void*) noexcept {}
+inline void delete_aligned_via(void*, std::align_val_t) noexcept {}
+inline void delete_aligned_array_via(void*, std::align_val_t) noexcept {}
+inline void* new_via(std::size_t, bool, bool) { return nullptr; }
+inline void* new_aligned_via(std::size_t, std::align_val_t, bool, bool) { return nullptr; }
+#endif
+
+}  // namespace detail
+}  // namespace v0
+}  // namespace livealloc
+
 #ifdef LIVEALLOC_OVERRIDE
 #define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default")))
 #define LIVEALLOC_CXX_EXPORT __attribute__((visibility("default")))
@@ -3432,61 +3527,86 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
 }
 
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }
-LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n) { return livealloc_abi::new_impl(n); }
+// The base forms are new(n), new(n, align), delete(p) and delete(p, align); every other form
+// goes through one of them when the program has replaced some (see livealloc_abi::cxx_forward).
+#define LIVEALLOC_VIA(call) \
+  if (LIVEALLOC_UNLIKELY(livealloc_abi::cxx_maybe_forward())) return livealloc_abi::call
+LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n) {
+  LIVEALLOC_VIA(new_via(n, true, false));
+  return livealloc_abi::new_impl(n);
+}
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(new_via(n, false, true));
   return livealloc_abi::new_nothrow_impl(n);
 }
 LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(new_via(n, true, true));
   return livealloc_abi::new_nothrow_impl(n);
 }
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, std::align_val_t a) {
   return livealloc_abi::new_aligned_impl(n, static_cast<std::size_t>(a));
 }
 LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a) {
+  LIVEALLOC_VIA(new_aligned_via(n, a, true, false));
   return livealloc_abi::new_aligned_impl(n, static_cast<std::size_t>(a));
 }
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n, std::align_val_t a,
                                         const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(new_aligned_via(n, a, false, true));
   return livealloc_abi::new_aligned_nothrow_impl(n, static_cast<std::size_t>(a));
 }
 LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a,
                                           const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(new_aligned_via(n, a, true, true));
   return livealloc_abi::new_aligned_nothrow_impl(n, static_cast<std::size_t>(a));
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p) noexcept { livealloc_abi::free_impl(p); }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p) noexcept { livealloc_abi::free_impl(p); }
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p) noexcept {
+  LIVEALLOC_VIA(delete_via(p));
+  livealloc_abi::free_impl(p);
+}
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n) noexcept {
+  LIVEALLOC_VIA(delete_via(p));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n) noexcept {
+  LIVEALLOC_VIA(delete_array_via(p));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(delete_via(p));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(delete_array_via(p));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t a) noexcept {
+  LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n, std::align_val_t) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept {
+  LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_sized_impl(p, n);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n, std::align_val_t) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept {
+  LIVEALLOC_VIA(delete_aligned_array_via(p, a));
   livealloc_abi::free_sized_impl(p, n);
 }
-LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t,
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t a,
                                           const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t,
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t a,
                                             const std::nothrow_t&) noexcept {
+  LIVEALLOC_VIA(delete_aligned_array_via(p, a));
   livealloc_abi::free_impl(p);
 }
+#undef LIVEALLOC_VIA
 #undef LIVEALLOC_EXPORT
 #undef LIVEALLOC_CXX_EXPORT
 #endif  // LIVEALLOC_OVERRIDE
