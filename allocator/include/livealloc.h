@@ -406,11 +406,13 @@ inline telemetry::segment_header* g_proc = &g_fallback_header;
 struct heap;
 inline void count_os_call(int which) noexcept;  // per-thread counts, defined with the heaps
 
+// Without MAP_NORESERVE: under the kernel's default overcommit heuristic a request for more than
+// the machine could ever give (malloc of 64 TiB) then fails at once with ENOMEM, as with glibc,
+// instead of succeeding and taking the process down when it is touched.
 inline void* os_map(std::size_t size) noexcept {
   add(g_proc->mmap_calls, 1);
   count_os_call(0);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 inline void os_unmap(void* p, std::size_t size) noexcept {
@@ -3481,9 +3483,11 @@ LIVEALLOC_EXPORT int posix_memalign(void** memptr, size_t align, size_t size) no
   return 0;
 }
 // glibc rounds an alignment that is not a power of two up to the next one.
+// As glibc's: EINVAL only for an alignment above SIZE_MAX / 2 + 1 (no power of two holds it);
+// any other is rounded up to a power of two, and one past what can be mapped is ENOMEM.
 LIVEALLOC_EXPORT void* memalign(size_t align, size_t size) noexcept {
   if (align > (size_t(1) << 40)) {
-    errno = EINVAL;
+    errno = align > (SIZE_MAX >> 1) + 1 ? EINVAL : ENOMEM;
     return nullptr;
   }
   if (!livealloc_abi::is_pow2(align)) align = align <= 1 ? 1 : size_t(1) << (64 - __builtin_clzll(align - 1));

@@ -61,6 +61,29 @@ TEST_CASE("malloc(0) is a unique pointer and free(NULL) is a no-op") {
   CHECK(malloc_usable_size(nullptr) == 0);
 }
 
+TEST_CASE("a request beyond the machine's memory fails at once under the default overcommit") {
+  int mode = -1;
+  if (FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r")) {
+    if (std::fscanf(f, "%d", &mode) != 1) mode = -1;
+    std::fclose(f);
+  }
+  if (mode != 0) return;  // 1 grants any request; 2 refuses by its own limit either way
+  const std::size_t huge = std::size_t(1) << 46;  // 64 TiB: more than RAM and swap here
+  errno = 0;
+  sink = malloc(opaque(huge));
+  CHECK(sink == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  sink = calloc(1, opaque(huge));
+  CHECK(sink == nullptr);
+  CHECK(errno == ENOMEM);
+  void* p = nullptr;
+  CHECK(posix_memalign(&p, opaque(std::size_t(1) << 40), 100) == ENOMEM);
+  void* small = malloc(100);  // and the allocator goes on
+  CHECK(small != nullptr);
+  free(small);
+}
+
 TEST_CASE("impossible sizes: NULL and ENOMEM") {
   errno = 0;
   sink = malloc(opaque(SIZE_MAX));
@@ -142,6 +165,16 @@ TEST_CASE("memalign, valloc, pvalloc") {
   errno = 0;
   CHECK(pvalloc(opaque(SIZE_MAX)) == nullptr);
   CHECK(errno == ENOMEM);
+  // As glibc: an alignment that cannot be mapped is ENOMEM, one above SIZE_MAX / 2 + 1 EINVAL.
+  errno = 0;
+  CHECK(memalign(opaque(std::size_t(1) << 41), 16) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  CHECK(memalign(opaque((std::size_t(1) << 40) + 1), 16) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  CHECK(memalign(opaque((SIZE_MAX >> 1) + 2), 16) == nullptr);
+  CHECK(errno == EINVAL);
 }
 
 TEST_CASE("free_sized and free_aligned_sized free") {
