@@ -1307,9 +1307,25 @@ inline options_request check_options_body(const std::string& body,
     if (field) r.field = *field;
     return r;
   };
-  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // A name given twice would keep only its last value, unchecked the others: refused, as `tune`
+  // refuses it.
+  std::vector<std::string> names;
+  std::string twice;
+  const nlohmann::json j = nlohmann::json::parse(
+      body,
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
+          const std::string& name = parsed.get_ref<const std::string&>();
+          if (twice.empty() && std::find(names.begin(), names.end(), name) != names.end())
+            twice = name;
+          names.push_back(name);
+        }
+        return true;
+      },
+      /*allow_exceptions=*/false);
   if (j.is_discarded()) return fail("malformed JSON", nullptr);
   if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);
+  if (!twice.empty()) return fail("option '" + twice + "' given twice; nothing applied", &twice);
   if (j.empty()) return fail("no options given", nullptr);
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -1593,7 +1609,7 @@ inline server::response server::snapshot_response() {
   if (take(&s, &err)) {
     append_json(r.body, s);
     last_good_ = r.body;
-  } else if (!last_good_.empty()) {
+  } else if (!last_good_.empty() && !rd::pid_alive(pid_)) {
     r.body = last_good_;  // the process is gone and its segment went with it: the last state
   } else {
     r.code = 503;
@@ -1664,8 +1680,10 @@ inline int server::handle(mg_connection* conn) {
   response r;
   if (!host_allowed(mg_get_header(conn, "Host"))) {
     r.code = 403;
-    r.body = json_error("the Host header must be 127.0.0.1:" + std::to_string(port_) +
-                            " or localhost:" + std::to_string(port_),
+    const std::string p = ":" + std::to_string(port_);
+    r.body = json_error("the Host header must be 127.0.0.1" + p +
+                            (bind_host_ != "127.0.0.1" ? ", " + bind_host_ + p : "") +
+                            " or localhost" + p,
                         nullptr);
     send(conn, r, head);
     return 403;
@@ -1782,6 +1800,9 @@ inline server::response server::read_json_body(mg_connection* conn, std::string*
     if (body->size() > kMaxBody)
       return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");
   }
+  if (ri->content_length >= 0 && body->size() < static_cast<std::size_t>(ri->content_length))
+    return error(400, "the body ended after " + std::to_string(body->size()) + " of the " +
+                          std::to_string(ri->content_length) + " bytes its Content-Length says");
   return r;
 }
 
@@ -2119,6 +2140,10 @@ inline status server::start(const options& o) {
   if (!parse_ipv4(o.host, &addr))
     return fail(start_error::bad_host,
                 "host '" + o.host + "' is not an IPv4 address (or localhost)");
+  if (addr.s_addr == htonl(INADDR_ANY))
+    return fail(start_error::bad_host,
+                "host 0.0.0.0 (every interface) is refused: requests must name the address in "
+                "their Host header, so give one address of this machine (or 127.0.0.1)");
   char ip[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &addr, ip, sizeof ip);
   opts_ = o;
@@ -2152,6 +2177,10 @@ inline status server::start(const options& o) {
     if (e == EADDRNOTAVAIL)
       return fail(start_error::bad_host,
                   "host " + bind_host_ + " is not an address of this machine");
+    if (e == EACCES)
+      return fail(start_error::bad_options,
+                  "cannot listen on " + bind_host_ + ":" + std::to_string(o.port) +
+                      ": permission denied (ports below 1024 need privileges)");
     return fail(start_error::server, std::string("the HTTP server did not start: ") +
                                          (text[0] ? text : "unknown reason"));
   }

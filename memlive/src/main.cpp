@@ -146,7 +146,7 @@ constexpr const char* kServeHelp =
     "  --pid N        the process (required)\n"
     "  --host H       the IPv4 address to listen on: 127.0.0.1 (default), localhost, or an\n"
     "                 address of this machine (the page then answers other machines, with no\n"
-    "                 authentication)\n"
+    "                 authentication); not 0.0.0.0\n"
     "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit 8\n"
     "  --interval MS  the default /api/stream interval, 50 to 60000 (default 80)\n"
     "  -h, --help     this text\n";
@@ -280,8 +280,9 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
     } else if (arg == "--out") {
       a->out = value;
     } else if (arg == "--interval") {
-      if (!parse_number(value, 10, 86400000, &a->interval_ms)) {
-        *error = "--interval: '" + value + "' is not a number of milliseconds from 10 to 86400000";
+      // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000).
+      if (!parse_number(value, 1, 86400000, &a->interval_ms)) {
+        *error = "--interval: '" + value + "' is not a positive number of milliseconds";
         return false;
       }
     } else if (arg == "--count") {
@@ -509,6 +510,8 @@ bool write_all(int fd, const std::string& s) {
 int cmd_record(const args& a) {
   if (!a.have_pid) return usage_error("record: --pid N is required", kRecordHelp);
   if (a.interval_ms < 0) return usage_error("record: --interval MS is required", kRecordHelp);
+  if (a.interval_ms < 10)
+    return usage_error("record: --interval must be from 10 to 86400000 ms", kRecordHelp);
   if (a.out.empty()) return usage_error("record: --out FILE is required", kRecordHelp);
   if (a.count > 0 && a.duration_s > 0)
     return usage_error("record: give --count or --duration, not both", kRecordHelp);
@@ -527,6 +530,7 @@ int cmd_record(const args& a) {
 
   catch_stop_signals();
   signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, a write fails (EFBIG) and is reported
+  signal(SIGPIPE, SIG_IGN);  // a reader of --out - that goes away: EPIPE, reported
 
   const std::uint64_t start = monotonic_ms();
   const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
@@ -735,6 +739,10 @@ int cmd_run(const args& a) {
   if (!memlive::detail::parse_ipv4(opts.host, &addr))
     return usage_error("run: host '" + opts.host + "' is not an IPv4 address (or localhost)",
                        kRunHelp);
+  if (addr.s_addr == htonl(INADDR_ANY))
+    return usage_error("run: host 0.0.0.0 (every interface) is refused: give one address of "
+                       "this machine (or 127.0.0.1)",
+                       kRunHelp);
   std::string lib, err;
   if (!find_library(a.lib, &lib, &err)) return usage_error("run: " + err);
   // A port or host the server cannot listen on is found before the program starts (and again
@@ -930,12 +938,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     const int code = v.run(a);
-    // What a verb printed must have reached stdout (a full disk, /dev/full): else say so, and
-    // exit 1 if the verb itself succeeded. (snapshot and record check their own writes.)
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    // What a verb printed must have reached stdout (a full disk, /dev/full): else say so and
+    // exit 1. A verb that failed has said why already (snapshot and record check their writes).
+    if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
       std::fprintf(stderr, "memlive %s: writing stdout: %s\n", v.name,
                    errno ? strerror(errno) : "error");
-      return code ? code : 1;
+      return 1;
     }
     return code;
   }

@@ -437,12 +437,33 @@ def check_errors(ml, workload_pid, tmp):
     check(r.returncode == 0 and "removed 1 stale segment" in r.stdout and
           not os.listdir(stale_dir), "list --clean removes it: %s" % r.stdout.strip())
 
+    # 0.0.0.0 would listen everywhere while the Host check answers only the names it knows.
+    for verb in (["serve", "--pid", str(workload_pid)], ["run", "--", "/bin/true"]):
+        r = run([ml, verb[0], "--host", "0.0.0.0", "--port", "0"] + verb[1:])
+        check(r.returncode == 2 and "0.0.0.0" in r.stderr and "refused" in r.stderr,
+              "%s --host 0.0.0.0: exit 2, says why (got %d: %s)" % (verb[0], r.returncode,
+                                                                  r.stderr.strip()[:200]))
+    # A reader that goes away: an error, not a silent death by SIGPIPE.
+    p = subprocess.Popen([ml, "record", "--pid", str(workload_pid), "--interval", "10",
+                          "--out", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(100)
+    p.stdout.close()
+    try:
+        _, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    check(p.returncode == 1 and b"Broken pipe" in err,
+          "record --out - into a closed pipe: exit 1, says why (got %d: %s)" %
+          (p.returncode, err.strip()[:200]))
+
     # Output that cannot be written is an error, not a silent exit 0.
-    for verb in (["list"], ["tune", "--pid", str(workload_pid), "remote_batch=32"]):
+    for verb in (["list"], ["tune", "--pid", str(workload_pid), "remote_batch=32"],
+                 ["snapshot", "--pid", str(workload_pid)]):
         with open("/dev/full", "w") as full:
             r = subprocess.run([ml] + verb, stdout=full, stderr=subprocess.PIPE, text=True,
                                timeout=TIMEOUT)
-        check(r.returncode == 1 and "writing stdout: No space left on device" in r.stderr,
+        check(r.returncode == 1 and r.stderr.count("writing stdout: No space left on device") == 1,
               "%s > /dev/full: exit 1, says why (got %d: %s)" % (verb[0], r.returncode,
                                                                 r.stderr.strip()))
 

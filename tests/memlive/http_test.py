@@ -218,6 +218,35 @@ def check_options(port, slow_path_hint):
     check(st == 200, "POST valid (no Origin): 200")
 
 
+def check_body_checks(port):
+    """POST /api/options: a body shorter than its Content-Length, and a name given twice, are
+    refused, and nothing is stored."""
+    before = option(options_of(port), "page_recycle")["requested"]
+    new = 3 if before != 3 else 5
+    body = b'{"page_recycle":%d}' % new
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    try:
+        s.sendall(b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n" % (port, len(body) + 50) +
+                  body)
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        s.close()
+    check(out.startswith(b"HTTP/1.1 400") and b"Content-Length says" in out,
+          "POST with a body shorter than its Content-Length: 400 (%r)" % out[:200])
+    st, _, j = post(port, '{"page_recycle": 99999, "page_recycle": %d}' % new)
+    check(st == 400 and j and j.get("field") == "page_recycle" and "twice" in j.get("error", ""),
+          "POST with a name given twice: 400, field page_recycle (%d %s)" % (st, j))
+    check(option(options_of(port), "page_recycle")["requested"] == before,
+          "neither stored anything (page_recycle still %d)" % before)
+
+
 def check_malformed(port):
     cases = [
         ("garbage", b"\x00\xff\xfe garbage\r\n\r\n"),
@@ -493,6 +522,7 @@ def cmd_inprocess(app):
         check_endpoints(port, pid, want)
         check_options(port, "the ticker thread reaches slow paths")
         check_malformed(port)
+        check_body_checks(port)
         check_stream(port, pid)
         check_endpoints(port, pid, want)  # still serving, same numbers
         check_history(port, pid)
