@@ -330,8 +330,12 @@ int cmd_list(const args& a) {
     std::printf("%-8s %-24s %7s %8s  %s\n", "PID", "PROGRAM", "THREADS", "AGE", "STATE");
     for (const rd::segment_entry& e : entries) {
       std::string state;
-      if (!e.alive) {
-        state = "stale: process gone";
+      struct stat st;
+      if (lstat(e.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        // A directory, FIFO or symbolic link with the name: never ours, never swept.
+        state = "not a segment: " + (e.valid ? std::string("not a regular file") : e.error);
+      } else if (!e.alive) {
+        state = e.valid ? "stale: process gone" : "stale: process gone; unreadable: " + e.error;
         ++stale;
       } else if (!e.valid) {
         state = "unreadable: " + e.error;

@@ -433,9 +433,15 @@ def check_errors(ml, workload_pid, tmp):
     check(r.returncode == 2 and "takes no value" in r.stderr and os.listdir(stale_dir),
           "list --clean=false: exit 2, nothing removed (got %d: %s)" % (r.returncode,
                                                                         r.stderr.strip()))
+    os.mkdir(os.path.join(stale_dir, "livealloc.%d" % (dead + 1)))  # not a segment at all
+    r = run([ml, "list", "--dir", stale_dir])
+    check(r.returncode == 0 and "not a segment" in r.stdout and "1 stale segment " in r.stdout,
+          "list: a directory with the name is not a segment, nor counted stale: %s" %
+          r.stdout.strip())
     r = run([ml, "list", "--clean", "--dir", stale_dir])
     check(r.returncode == 0 and "removed 1 stale segment" in r.stdout and
-          not os.listdir(stale_dir), "list --clean removes it: %s" % r.stdout.strip())
+          os.listdir(stale_dir) == ["livealloc.%d" % (dead + 1)],
+          "list --clean removes the stale file, not the directory: %s" % r.stdout.strip())
 
     # 0.0.0.0 would listen everywhere while the Host check answers only the names it knows.
     for verb in (["serve", "--pid", str(workload_pid)], ["run", "--", "/bin/true"]):
