@@ -2036,8 +2036,6 @@ inline void table_fork_child() noexcept {
       mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
            g_table.fd, 0);
     }
-  } else if (anon) {
-    munmap(anon, g_table.size);
   }
   close(g_table.fd);
   g_table.fd = fd;
@@ -3195,7 +3193,6 @@ inline std::new_handler current_new_handler() noexcept { return std::get_new_han
 [[noreturn]] inline void throw_bad_alloc() { throw std::bad_alloc(); }
 #endif
 
-
 // operator new after a failed allocation: call the new-handler until it succeeds or there is none.
 LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, bool nothrow) {
   for (;;) {
@@ -3349,11 +3346,11 @@ inline memory_resource* resource() noexcept {
 // Override: the C ABI and the replaceable C++ operators, in the one translation unit that asks.
 // ------------------------------------------------------------------------------------------------
 
+#ifdef LIVEALLOC_PRELOAD
 namespace livealloc {
 inline namespace v0 {
 namespace detail {
 
-#ifdef LIVEALLOC_PRELOAD
 // A program may replace operator new and delete ([replacement.functions]). Under LD_PRELOAD its
 // definitions come before ours for the forms it defines, and ours serve the others, which must
 // then do what the defaults do ([new.delete]): new[] and the nothrow forms call operator new,
@@ -3426,19 +3423,11 @@ LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t 
     return nullptr;
   }
 }
-#else
-constexpr bool cxx_maybe_forward() noexcept { return false; }  // one program: no other forms
-inline void delete_via(void*) noexcept {}
-inline void delete_array_via(void*) noexcept {}
-inline void delete_aligned_via(void*, std::align_val_t) noexcept {}
-inline void delete_aligned_array_via(void*, std::align_val_t) noexcept {}
-inline void* new_via(std::size_t, bool, bool) { return nullptr; }
-inline void* new_aligned_via(std::size_t, std::align_val_t, bool, bool) { return nullptr; }
-#endif
 
 }  // namespace detail
 }  // namespace v0
 }  // namespace livealloc
+#endif  // LIVEALLOC_PRELOAD
 
 #ifdef LIVEALLOC_OVERRIDE
 #define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default")))
@@ -3531,10 +3520,15 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
 }
 
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }
-// The base forms are new(n), new(n, align), delete(p) and delete(p, align); every other form
-// goes through one of them when the program has replaced some (see livealloc_abi::cxx_forward).
+// The base forms are new(n), new(n, align), delete(p) and delete(p, align); in the preload
+// library every other form goes through one of them when the program has replaced some (see
+// livealloc_abi::cxx_forward). Linked into one program, nothing else can define them.
+#ifdef LIVEALLOC_PRELOAD
 #define LIVEALLOC_VIA(call) \
   if (LIVEALLOC_UNLIKELY(livealloc_abi::cxx_maybe_forward())) return livealloc_abi::call
+#else
+#define LIVEALLOC_VIA(call) (void)0
+#endif
 LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n) {
   LIVEALLOC_VIA(new_via(n, true, false));
   return livealloc_abi::new_impl(n);
@@ -3588,24 +3582,26 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, const std::nothrow_t&) noex
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t a) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align_val_t a) noexcept {
   LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n,
+                                          [[maybe_unused]] std::align_val_t a) noexcept {
   LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_sized_impl(p, n);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept {
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n,
+                                            [[maybe_unused]] std::align_val_t a) noexcept {
   LIVEALLOC_VIA(delete_aligned_array_via(p, a));
   livealloc_abi::free_sized_impl(p, n);
 }
-LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t a,
+LIVEALLOC_CXX_EXPORT void operator delete(void* p, [[maybe_unused]] std::align_val_t a,
                                           const std::nothrow_t&) noexcept {
   LIVEALLOC_VIA(delete_aligned_via(p, a));
   livealloc_abi::free_impl(p);
 }
-LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::align_val_t a,
+LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align_val_t a,
                                             const std::nothrow_t&) noexcept {
   LIVEALLOC_VIA(delete_aligned_array_via(p, a));
   livealloc_abi::free_impl(p);

@@ -92,6 +92,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -1309,16 +1310,14 @@ inline options_request check_options_body(const std::string& body,
   };
   // A name given twice would keep only its last value, unchecked the others: refused, as `tune`
   // refuses it.
-  std::vector<std::string> names;
+  std::set<std::string> names;
   std::string twice;
   const nlohmann::json j = nlohmann::json::parse(
       body,
       [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
           const std::string& name = parsed.get_ref<const std::string&>();
-          if (twice.empty() && std::find(names.begin(), names.end(), name) != names.end())
-            twice = name;
-          names.push_back(name);
+          if (!names.insert(name).second && twice.empty()) twice = name;
         }
         return true;
       },
@@ -2214,7 +2213,7 @@ inline void server::stop() {
   // flag; a connection wakes it at once. So connect to ourselves until mg_stop() is through.
   std::atomic<bool> stopped{false};
   in_addr addr{};
-  parse_ipv4(bind_host_ == "0.0.0.0" ? "127.0.0.1" : bind_host_, &addr);
+  parse_ipv4(bind_host_, &addr);  // never 0.0.0.0: start() refuses it
   std::thread poke;
   try {
     poke = std::thread([&] {

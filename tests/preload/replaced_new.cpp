@@ -24,7 +24,8 @@ void* take(std::size_t n, std::size_t align) {
 }
 void give(void* p) {
   if (!p) return;
-  if (static_cast<unsigned char*>(p) < pool || static_cast<unsigned char*>(p) >= pool + sizeof pool) {
+  auto* b = static_cast<unsigned char*>(p);
+  if (b < pool || b >= pool + sizeof pool) {
     std::fprintf(stderr, "replaced_new: delete of %p, which the program's new did not return\n", p);
     std::abort();
   }
@@ -42,7 +43,9 @@ struct alignas(64) A {
 // Leaving the sized deletes to the defaults is the point here.
 #pragma GCC diagnostic ignored "-Wsized-deallocation"
 void* operator new(std::size_t n) { return take(n, 16); }
-void* operator new(std::size_t n, std::align_val_t a) { return take(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return take(n, static_cast<std::size_t>(a));
+}
 void operator delete(void* p) noexcept { give(p); }
 void operator delete(void* p, std::align_val_t) noexcept { give(p); }
 
