@@ -790,6 +790,7 @@ struct large_header {
   std::size_t usable;  // bytes from the user pointer to the end of the mapping
   std::size_t requested;  // the largest size asked for since the mapping last changed
   heap* owner;         // the heap that counted the allocation (telemetry, class 0)
+  std::uint64_t area;  // the kernel mapping it lies in (large_cache_entry::area)
 #if LIVEALLOC_CHECKED
   std::atomic<std::uint32_t> live;
 #endif
@@ -950,6 +951,10 @@ struct large_cache_entry {
   std::uint8_t* base;
   std::size_t size;
   std::uint64_t expires;  // now_ms() after which it is unmapped
+  // Which kernel mapping (one mmap, or one mremap that moved pages) the bytes lie in. Pieces of
+  // one are merged again when they meet in the cache; pieces of two neighbouring mappings are
+  // not, because mremap cannot grow or move a range that spans two kernel areas.
+  std::uint64_t area;
 };
 
 // The process's 4 MiB segments and their units. Every heap takes its spans here and gives them
@@ -990,6 +995,7 @@ struct global_state {
   unsigned large_cache_count = 0;
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
   std::atomic<std::size_t> large_count{0};
+  std::atomic<std::uint64_t> large_areas{0};  // the last large_cache_entry::area handed out
   page_heap pages;
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
@@ -2383,23 +2389,28 @@ inline bool large_cache_clear() noexcept {
   return n > 0;
 }
 
-inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept;
+inline void large_cache_put(std::uint8_t* base, std::size_t size, std::uint64_t area) noexcept;
+
+// A new large_cache_entry::area, for a mapping the kernel just made.
+inline std::uint64_t large_new_area() noexcept {
+  return g.large_areas.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 // Resizes a cached mapping (4 MiB-aligned base) for a request of `need` bytes and sets *out to
 // its new size. One up to twice as large is kept whole. A larger one is split at the first
 // 4 MiB boundary past `need`: the rest stays mapped (and resident) and goes back to the cache as
 // an entry of its own, so a later, larger request can take it back without faulting its pages
 // in again (see large_cache_take). A smaller one grows in place or moves its pages (mremap, no
-// copy) to a new aligned range. Its resident pages are what make the reuse worth it. nullptr
-// (and the mapping unmapped) if the move fails.
+// copy) to a new aligned range, which is a new kernel area (*area). Its resident pages are what
+// make the reuse worth it. nullptr (and the mapping unmapped) if the move fails.
 inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need,
-                               std::size_t* out) noexcept {
+                               std::size_t* out, std::uint64_t* area) noexcept {
   *out = size;
   if (size >= need && size / 2 <= need) return base;  // close enough: keep it whole
   if (size > need) {
     const std::size_t keep = round_up(need, kSegmentSize);
     if (keep < size) {
-      large_cache_put(base + keep, size - keep);
+      large_cache_put(base + keep, size - keep, *area);
       *out = keep;
     }
     return base;
@@ -2414,6 +2425,7 @@ inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t
     os_unmap(base, size);
     return nullptr;
   }
+  *area = large_new_area();
   return static_cast<std::uint8_t*>(moved);
 }
 
@@ -2432,7 +2444,7 @@ inline large_cache_entry large_cache_remove(unsigned i) noexcept {
 // waits for the munmap of a 128 MiB block another thread freed (6 ms here).
 inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept {
   const std::size_t step = std::size_t(units) << kUnitShift;
-  large_cache_entry gone{nullptr, 0, 0};
+  large_cache_entry gone{nullptr, 0, 0, 0};
   {
     lock_guard guard(g.large_lock);
     int oldest = -1;
@@ -2444,7 +2456,7 @@ inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept {
       large_cache_entry& e = g.large_cache[oldest];
       if (e.size > step) {
         e.size -= step;
-        gone = {e.base + e.size, step, 0};
+        gone = {e.base + e.size, step, 0, e.area};
         sub(g_proc->cached_bytes, step);
       } else {
         gone = large_cache_remove(static_cast<unsigned>(oldest));
@@ -2458,12 +2470,13 @@ inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept {
   if (gone.size) os_unmap(gone.base, gone.size);
 }
 
-// Extends the mapping [base, base + *size) by the cached entries right after it (pieces split
-// off it by large_fit, contiguous in the same mapping) until it holds `need` bytes; call with
+// Extends the mapping [base, base + *size) by the cached entries right after it in the same
+// kernel area (pieces split off it by large_fit) until it holds `need` bytes; call with
 // large_lock held.
-inline void large_cache_absorb(std::uint8_t* base, std::size_t* size, std::size_t need) noexcept {
+inline void large_cache_absorb(std::uint8_t* base, std::size_t* size, std::size_t need,
+                               std::uint64_t area) noexcept {
   for (unsigned i = 0; *size < need && i < g.large_cache_count;) {
-    if (g.large_cache[i].base != base + *size) {
+    if (g.large_cache[i].base != base + *size || g.large_cache[i].area != area) {
       ++i;
       continue;
     }
@@ -2473,10 +2486,11 @@ inline void large_cache_absorb(std::uint8_t* base, std::size_t* size, std::size_
 }
 
 // The cached mapping that shares the most resident bytes with a request of `need` bytes (the
-// least waste among equals), resized to `need`. One too small first takes back the cached
-// entries right after it. A loop of large allocations of varying sizes then reuses the pages it
-// touched last time instead of faulting in new ones.
-inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexcept {
+// least waste among equals), resized to `need`; *area is set to its kernel area. A loop of large
+// allocations of varying sizes then reuses the pages it touched last time instead of faulting in
+// new ones.
+inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size,
+                                      std::uint64_t* area) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
   large_cache_entry e;
   {
@@ -2495,12 +2509,12 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
     }
     if (best < 0) return nullptr;
     e = large_cache_remove(static_cast<unsigned>(best));
-    large_cache_absorb(e.base, &e.size, need);
   }
 #if LIVEALLOC_CHECKED
   chunk_mark(e.base, e.size, 0);
 #endif
-  return large_fit(e.base, e.size, need, size);
+  *area = e.area;
+  return large_fit(e.base, e.size, need, size, area);
 }
 
 // Grows the live mapping [base, base + *size) to `need` bytes with cached memory: the cached
@@ -2513,16 +2527,16 @@ inline std::uint8_t* large_cache_take(std::size_t need, std::size_t* size) noexc
 // up more resident memory than it takes back, where growing the live mapping in place would
 // leave the cache untouched and the process larger by the whole step. (Moving the pages with
 // mremap would leave the mapping in two kernel areas that a later mremap cannot grow or move as
-// one.) Returns the mapping's base with *size set, or nullptr when the cache has nothing to
-// offer (*size may then have grown by the pieces taken back).
-inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
-                                      std::size_t need) noexcept {
+// one.) Returns the mapping's base with *size and *area set, or nullptr when the cache has
+// nothing to offer (*size may then have grown by the pieces taken back).
+inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size, std::size_t need,
+                                      std::uint64_t* area) noexcept {
   if (g.large_cache_deadline.load(std::memory_order_relaxed) == 0) return nullptr;  // empty
   const std::size_t live = *size;  // the bytes to copy if it moves
-  large_cache_entry e{nullptr, 0, 0};
+  large_cache_entry e{nullptr, 0, 0, 0};
   {
     lock_guard guard(g.large_lock);
-    large_cache_absorb(base, size, need);
+    large_cache_absorb(base, size, need, *area);
     if (*size < need) {
       const std::size_t want = need > *size + *size / 2 ? need : *size + *size / 2;
       int best = -1, largest = -1;
@@ -2542,24 +2556,27 @@ inline std::uint8_t* large_cache_grow(std::uint8_t* base, std::size_t* size,
 #endif
     if (e.size < need) {  // grown before the copy: if that fails, the live mapping is untouched
       std::size_t grown = 0;
-      if (!(e.base = large_fit(e.base, e.size, need, &grown))) return nullptr;  // (e unmapped)
+      if (!(e.base = large_fit(e.base, e.size, need, &grown, &e.area))) return nullptr;  // (e unmapped)
       e.size = grown;
     }
 #if LIVEALLOC_CHECKED
     chunk_mark(base, *size, 0);
 #endif
     memcpy(e.base, base, live);
-    large_cache_put(base, *size);
+    large_cache_put(base, *size, *area);
     base = e.base;
     *size = e.size;
+    *area = e.area;
   }
-  return large_fit(base, *size, need, size);  // *size >= need: trims, never fails
+  return large_fit(base, *size, need, size, area);  // *size >= need: trims, never fails
 }
 
 // Keeps a freed mapping for reuse within the large_cache budget for purge_delay ms; a loop of
-// large allocations then pays neither mmap nor page faults. The oldest entries make room, unmapped
-// here (the price of caching this one); expired ones go a step at a time, at slow paths and here.
-inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
+// large allocations then pays neither mmap nor page faults. It is merged with the cached pieces of
+// its kernel area on either side (the rest of a mapping large_fit split), so a later request can
+// have the whole again. The oldest entries make room, unmapped here (the price of caching this
+// one); expired ones go a step at a time, at slow paths and here.
+inline void large_cache_put(std::uint8_t* base, std::size_t size, std::uint64_t area) noexcept {
   const std::size_t limit = static_cast<std::size_t>(option(opt_large_cache)) << 20;
   const std::uint64_t delay = static_cast<std::uint64_t>(option(opt_purge_delay));
   const std::uint64_t now = now_ms();
@@ -2567,6 +2584,17 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
   unsigned n = 0;
   if (size <= limit && delay > 0) {
     lock_guard guard(g.large_lock);
+    for (unsigned i = 0; i < g.large_cache_count;) {
+      const large_cache_entry& e = g.large_cache[i];
+      if (e.area != area || e.size > limit - size ||
+          (e.base + e.size != base && base + size != e.base)) {
+        ++i;
+        continue;
+      }
+      if (e.base < base) base = e.base;
+      size += large_cache_remove(i).size;
+      i = 0;
+    }
     std::size_t bytes = 0;
     for (unsigned i = 0; i < g.large_cache_count; ++i) bytes += g.large_cache[i].size;
     while (g.large_cache_count > 0 &&
@@ -2579,12 +2607,12 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
       sub(g_proc->cached_bytes, g.large_cache[oldest].size);
       g.large_cache[oldest] = g.large_cache[--g.large_cache_count];
     }
-    g.large_cache[g.large_cache_count++] = {base, size, now + delay};
+    g.large_cache[g.large_cache_count++] = {base, size, now + delay, area};
     add(g_proc->cached_bytes, size);
     std::uint64_t d = g.large_cache_deadline.load(std::memory_order_relaxed);
     if (d == 0 || now + delay < d) g.large_cache_deadline.store(now + delay, std::memory_order_relaxed);
   } else {
-    gone[n++] = {base, size, 0};
+    gone[n++] = {base, size, 0, area};
   }
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   const std::uint64_t due = g.large_cache_deadline.load(std::memory_order_relaxed);
@@ -2592,11 +2620,13 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size) noexcept {
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,
-                              std::size_t usable, std::size_t requested) noexcept {
+                              std::size_t usable, std::size_t requested,
+                              std::uint64_t area) noexcept {
   hdr->magic = kMagic;
   hdr->kind = kKindLarge;
   hdr->base = base;
   hdr->map_size = map_size;
+  hdr->area = area;
   hdr->usable = usable;
   hdr->requested = requested;
 #if LIVEALLOC_CHECKED
@@ -2649,7 +2679,8 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
     std::size_t off = align > kLargeHeader ? align : kLargeHeader;
     need = round_up(off + size, kOsPage);
     std::size_t map_size = 0;
-    std::uint8_t* base = large_cache_take(need, &map_size);
+    std::uint64_t area = 0;
+    std::uint8_t* base = large_cache_take(need, &map_size, &area);
     if (fresh) *fresh = base == nullptr;
     if (!base) {
       base = static_cast<std::uint8_t*>(map_reclaiming(need, kSegmentSize));
@@ -2659,8 +2690,10 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
         return nullptr;
       }
       if (option(opt_hugepages)) os_hugepages(base, map_size);
+      area = large_new_area();
     }
-    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off, size);
+    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off, size,
+                      area);
     large_count_alloc(reinterpret_cast<large_header*>(base), size);
     return base + off;
   }
@@ -2676,7 +2709,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
   if (fresh) *fresh = true;
   std::uint8_t* user = base + align;
   large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align,
-                    size);
+                    size, 0);  // never cached
   large_count_alloc(reinterpret_cast<large_header*>(user - kLargeHeader), size);
   return user;
 }
@@ -2688,7 +2721,7 @@ inline void free_large(large_header* hdr) noexcept {
   std::uint8_t* base = hdr->base;
   std::size_t size = hdr->map_size;
   if (reinterpret_cast<std::uint8_t*>(hdr) == base) {
-    large_cache_put(base, size);
+    large_cache_put(base, size, hdr->area);
   } else {
 #if LIVEALLOC_CHECKED
     chunk_mark(base, size, 0);
@@ -2913,7 +2946,8 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
 #endif
   } else {
     std::size_t have = old;
-    std::uint8_t* grown = large_cache_grow(base, &have, need);
+    std::uint64_t area = hdr->area;
+    std::uint8_t* grown = large_cache_grow(base, &have, need, &area);
     if (!grown) {
       hdr->map_size = have;  // with the pieces taken back, if any
       add(g_proc->large_bytes, have - old);
@@ -2933,12 +2967,14 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
       chunk_mark(base, old, 0);
 #endif
       grown = static_cast<std::uint8_t*>(moved);
+      area = large_new_area();
     }
     if (grown != base) {
       base = grown;
       hdr = reinterpret_cast<large_header*>(base);
       hdr->base = base;
     }
+    hdr->area = area;
     need = have;
   }
   add(g_proc->large_bytes, need);

@@ -726,6 +726,65 @@ TEST_CASE("a large buffer that outgrows every cached mapping moves into the larg
   CHECK(la::get_stats().cached_bytes < before);
 }
 
+TEST_CASE("a large mapping split for a smaller request is whole again for the next large one") {
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no expiry here
+  const std::size_t big = 64 << 20;
+  auto* p = static_cast<unsigned char*>(la::allocate(big));
+  REQUIRE(p != nullptr);
+  std::memset(p, 1, big);  // resident
+  la::deallocate(p);
+  const std::size_t maps = la::get_stats().mmap_calls;
+  const long faults = minor_faults();
+  // A smaller block takes the head of the cached mapping and leaves the rest cached; once it is
+  // freed the two pieces are one mapping again, and a large block needs no new pages.
+  for (std::size_t small : {std::size_t(2) << 20, std::size_t(30) << 20, std::size_t(9) << 20}) {
+    auto* q = static_cast<unsigned char*>(la::allocate(small));
+    CHECK(q == p);
+    std::memset(q, 2, small);
+    la::deallocate(q);
+    auto* r = static_cast<unsigned char*>(la::allocate(big));
+    CHECK(r == p);
+    std::memset(r, 3, big);
+    CHECK(r[big - 1] == 3);
+    la::deallocate(r);
+  }
+  CHECK(minor_faults() - faults < 256);  // fresh pages for 64 MiB would be 16384 faults
+  CHECK(la::get_stats().mmap_calls == maps);
+  CHECK(la::get_stats().cached_bytes >= big);
+  la::trim();
+}
+
+TEST_CASE("cached pieces merge only within one kernel mapping") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);
+  const std::size_t half = 8 << 20;
+  // One range, cached as two halves: of two mappings (two areas), then of one.
+  for (bool same : {false, true}) {
+    auto* base = static_cast<std::uint8_t*>(d::os_map_aligned(2 * half, d::kSegmentSize));
+    REQUIRE(base != nullptr);
+    const std::size_t cached = la::get_stats().cached_bytes;
+    const std::uint64_t a = d::large_new_area();
+    const std::uint64_t b = same ? a : d::large_new_area();
+    d::large_cache_put(base + half, half, b);
+    d::large_cache_put(base, half, a);
+    {
+      d::lock_guard guard(d::g.large_lock);
+      REQUIRE(d::g.large_cache_count == (same ? 1u : 2u));
+      if (same) {
+        CHECK(d::g.large_cache[0].base == base);
+        CHECK(d::g.large_cache[0].size == 2 * half);
+      }
+    }
+    CHECK(la::get_stats().cached_bytes == cached + 2 * half);
+    la::trim();
+    CHECK(la::get_stats().cached_bytes <= cached);
+  }
+}
+
 TEST_CASE("large reallocate keeps the mapping until the request falls below half the largest") {
   la::trim();
   auto* p = static_cast<unsigned char*>(la::allocate(8 << 20));
