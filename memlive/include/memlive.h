@@ -1183,6 +1183,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's).
 //                        Ticks fall on multiples of the interval of the monotonic clock, and
 //                        each tick's JSON is built once and shared by every client on it.
+//                        Between ticks further apart, a `:` comment every kStreamHeartbeatMs.
 //   GET  /api/history    ?seconds=N (1..kept, default 60 or what is kept): the samples of the
 //                        last N seconds as a JSON array of memlive.snapshot/1 objects, oldest
 //                        first. A sampler thread ("memlive-hist") takes one sample per history
@@ -1252,6 +1253,9 @@ inline constexpr int kMaxStreamMs = 60000;
 // Each /api/stream client holds one of the server's 24 worker threads; past this many, a new one
 // gets 503, so /healthz, the API and the page still have workers to answer them.
 inline constexpr int kMaxStreams = 16;
+// A stream whose ticks are further apart than this sends an SSE comment (":") at this period, by
+// which it notices a client that went away.
+inline constexpr std::uint64_t kStreamHeartbeatMs = 1000;
 inline constexpr std::size_t kHistorySamples = 600;                // samples kept by /api/history
 inline constexpr int kHistoryMinStepMs = 250;  // history samples at most 4 a second
 inline constexpr std::size_t kHistoryBytes = 32u * 1024u * 1024u;  // and at most this much JSON
@@ -2070,9 +2074,21 @@ inline void server::stream(mg_connection* conn, const char* query) {
     }
     if (!ok) return;  // the client went away
     tick = (steady_ms() / step + 1) * step;
-    std::unique_lock<std::mutex> lock(stop_mutex_);
-    const auto wake = std::chrono::steady_clock::time_point(std::chrono::milliseconds(tick));
-    if (stop_cv_.wait_until(lock, wake, [this] { return stopping_.load(); })) return;
+    // Between ticks further apart than kStreamHeartbeatMs, a comment line every so often: a
+    // client that went away makes the second one fail, and its stream slot and worker come back
+    // within two heartbeats instead of at the next tick, up to a minute later.
+    for (;;) {
+      const std::uint64_t now = steady_ms();
+      if (now >= tick) break;
+      const std::uint64_t until =
+          tick - now > kStreamHeartbeatMs ? now + kStreamHeartbeatMs : tick;
+      {
+        std::unique_lock<std::mutex> lock(stop_mutex_);
+        const auto wake = std::chrono::steady_clock::time_point(std::chrono::milliseconds(until));
+        if (stop_cv_.wait_until(lock, wake, [this] { return stopping_.load(); })) return;
+      }
+      if (until < tick && mg_write(conn, ":\n\n", 3) <= 0) return;
+    }
   }
 }
 
