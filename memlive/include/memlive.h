@@ -1354,6 +1354,8 @@ inline options_request check_options_body(const std::string& body,
       return fail("option '" + name + "': " + v.dump() + " is out of range [" +
                       std::to_string(o->min) + ", " + std::to_string(o->max) + "]",
                   &name);
+    } else if (o && v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>()) {
+      a.value = static_cast<std::int64_t>(v.get<double>());  // 1e3, 8.0: whole numbers
     } else if (o) {
       return fail("option '" + name + "' takes " +
                       (o->is_bool ? std::string("true, false, 0 or 1") : "an integer") + ", not " +

@@ -484,6 +484,14 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
   CHECK(got["page_recycle"] == 8);
   CHECK(got["hugepages"] == 1);
   CHECK(check_options_body(R"({"hugepages": 0})", s.options).ok());
+  // A whole number written as a float (1e3, 8.0: Python's json.dumps of a float) is that integer.
+  for (const char* body : {R"({"page_recycle": 1e3})", R"({"page_recycle": 1000.0})",
+                           R"({"page_recycle": 10E2})"}) {
+    INFO(body);
+    const auto r = check_options_body(body, s.options);
+    REQUIRE(r.ok());
+    CHECK(r.values.at(0).value == 1000);
+  }
 
   struct bad_case {
     const char* body;
@@ -499,6 +507,9 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
       {"{}", nullptr, "no options"},
       {R"({"page_recycle": "8"})", "page_recycle", "an integer, not string"},
       {R"({"page_recycle": 8.5})", "page_recycle", "with a fraction"},
+      {R"({"page_recycle": 1e-3})", "page_recycle", "with a fraction"},
+      {R"({"page_recycle": 5e3})", "page_recycle", "out of range [0, 4096]"},
+      {R"({"hugepages": 2.0})", "hugepages", "is a bool"},
       {R"({"page_recycle": true})", "page_recycle", "an integer, not boolean"},
       {R"({"page_recycle": [8]})", "page_recycle", "an integer, not array"},
       {R"({"page_recycle": 4097})", "page_recycle", "out of range [0, 4096]"},
