@@ -1954,7 +1954,10 @@ inline int table_enable() noexcept {
       g_table.atexit_registered = true;
     }
   }
-  if (register_atexit) atexit(table_unlink_at_exit);  // may allocate: outside the lock
+  if (register_atexit) {  // may allocate: outside the lock
+    atexit(table_unlink_at_exit);
+    at_quick_exit(table_unlink_at_exit);  // quick_exit ends in glibc's own _exit, not ours
+  }
   return result;
 }
 
@@ -3554,6 +3557,19 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
   m.keepcost = s.cached_bytes;
   return m;
 }
+
+#ifdef LIVEALLOC_PRELOAD
+// _exit and _Exit end the process without the atexit handler that removes the segment's name, so
+// a fork child that ends with them, or the parent that daemon() leaves, would leave a stale
+// /dev/shm/livealloc.<pid> behind. Ours remove the name first (only the process that made it:
+// a vfork child has another pid) and then end the process as glibc's do. Both are
+// async-signal-safe, as they must be.
+LIVEALLOC_EXPORT void _exit(int status) {
+  livealloc_abi::table_unlink_at_exit();
+  for (;;) syscall(SYS_exit_group, status);
+}
+LIVEALLOC_EXPORT void _Exit(int status) noexcept { _exit(status); }
+#endif
 
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }
 // The base forms are new(n), new(n, align), delete(p) and delete(p, align); in the preload
