@@ -2402,8 +2402,8 @@ inline std::uint64_t large_new_area() noexcept {
 // Resizes a cached mapping (4 MiB-aligned base) for a request of `need` bytes and sets *out to
 // its new size. One up to twice as large is kept whole. A larger one is split at the first
 // 4 MiB boundary past `need`: the rest stays mapped (and resident) and goes back to the cache as
-// an entry of its own, so a later, larger request can take it back without faulting its pages
-// in again (see large_cache_take). A smaller one grows in place or moves its pages (mremap, no
+// an entry of its own, where the head joins it again once freed (large_cache_put), so a later,
+// larger request can have the whole without faulting its pages in again. A smaller one grows in place or moves its pages (mremap, no
 // copy) to a new aligned range, which is a new kernel area (*area). Its resident pages are what
 // make the reuse worth it. nullptr (and the mapping unmapped) if the move fails.
 inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need,
