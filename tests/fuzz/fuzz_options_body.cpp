@@ -2,12 +2,15 @@
 //
 // Properties, besides no crash, leak or undefined behaviour:
 //  - accepted: one value per key of the (parsed) object, each a published, live option, within
-//    [min, max], 0 or 1 for a bool, and equal to the JSON number (or bool) given;
+//    [min, max], 0 or 1 for a bool, and equal to the JSON number (or bool) given (a float only
+//    when it is a whole number);
 //  - rejected: no values, a message, and a field that is either null (the body as a whole:
 //    malformed, not an object, empty) or a key of the object;
 //  - the {error, field} body the server sends for it (detail::json_error) parses back to the
 //    same strings.
 #include <memlive.h>
+
+#include <cmath>
 
 #include "fuzz_common.h"
 
@@ -43,6 +46,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const json& v = j[a.name];
       if (v.is_boolean()) {
         FUZZ_CHECK(o->is_bool && a.value == (v.get<bool>() ? 1 : 0), "bool mismatch");
+      } else if (v.is_number_float()) {  // a whole number written as a float: 1e3, 8.0
+        const double d = v.get<double>();
+        FUZZ_CHECK(std::trunc(d) == d && static_cast<double>(a.value) == d,
+                   "accepted %s for '%s' as %lld", v.dump().c_str(), a.name.c_str(),
+                   static_cast<long long>(a.value));
       } else {
         FUZZ_CHECK(v.is_number_integer(), "accepted a %s for '%s'", v.type_name(), a.name.c_str());
         if (v.is_number_unsigned())
