@@ -811,7 +811,10 @@ struct alignas(32) recent_list {  // (32 bytes: indexing is a shift)
   block* head = nullptr;
   block* foreign = nullptr;
   std::uint32_t room = 0;  // blocks the two lists may still take (always 0 in the empty heap)
-  std::uint16_t limit = 0;  // room + blocks held: recent_limit(class), grown by recent_grow
+  // room + blocks held: 0 (closed) until the class's first slow path in this heap, then
+  // recent_limit(class), grown by recent_grow. A thread that only frees a class (a consumer)
+  // keeps none of the blocks it frees for other heaps: they go home at once, in batches.
+  std::uint16_t limit = 0;
   bool overflowed = false;  // a free found no room since the class's last refill
   std::uint8_t streak = 0;  // refills in a row that found `overflowed`
 };
@@ -1569,12 +1572,14 @@ inline void outbox_add(heap* h, heap* owner, block* b) noexcept {
 }
 
 // Gives every block of the recent-free lists back to its page (already counted as freed), and
-// the other heaps' blocks back to their owners.
-inline void heap_flush_recent(heap* h) noexcept {
+// the other heaps' blocks back to their owners. The lists start again as they opened, or closed
+// (`close`: a heap being collected, which the next thread to adopt it opens class by class).
+inline void heap_flush_recent(heap* h, bool close) noexcept {
   for (unsigned c = 1; c < kClasses; ++c) {
     block* b = h->recent[c].head;
     block* f = h->recent[c].foreign;
-    h->recent[c] = recent_list{nullptr, nullptr, recent_limit(c), recent_limit(c)};
+    const std::uint16_t limit = close || h->recent[c].limit == 0 ? 0 : recent_limit(c);
+    h->recent[c] = recent_list{nullptr, nullptr, limit, limit};
     for (block* next; b; b = next) {
       next = b->next;
       page_return_block(h, page_of(b), b);
@@ -1633,7 +1638,7 @@ inline void heap_apply_options(heap* h) noexcept {
   std::uint64_t trim = g_options.trim_request.load(std::memory_order_relaxed);
   if (h->trim_seen != trim) {
     h->trim_seen = trim;
-    heap_flush_recent(h);
+    heap_flush_recent(h, false);
     heap_release_empty(h, 0, true);
     pages_purge_soon();
   }
@@ -1740,7 +1745,7 @@ inline void heap_maintain(heap* h) noexcept {
 inline void heap_collect(heap* h) noexcept {
   outbox_flush(h);
   heap_drain_inbox(h);  // (onto the recent-free lists, which go back to their pages next)
-  heap_flush_recent(h);
+  heap_flush_recent(h, true);
   heap_release_empty(h, 0, true);
 }
 
@@ -2147,8 +2152,7 @@ inline heap* heap_new() noexcept {
     add(g_proc->overflow_threads, 1);
     idx = g_table.slots ? g_table.slots - 1 : 0;
   }
-  heap* h = new (mem) heap(&g_empty_page);
-  for (unsigned c = 1; c < kClasses; ++c) h->recent[c].room = h->recent[c].limit = recent_limit(c);
+  heap* h = new (mem) heap(&g_empty_page);  // (every recent_list closed)
   h->slot = idx;
   h->published = published;
   h->state.store(kHeapOwned, std::memory_order_relaxed);
@@ -2287,7 +2291,11 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
   heap_maintain(h);
   bump(h->stats[cls].v[c_refills]);
   bump(h->pub.slow_paths);
-  recent_grow(h->recent[cls], cls);
+  recent_list& r = h->recent[cls];
+  if (LIVEALLOC_UNLIKELY(r.limit == 0))
+    r.room = r.limit = recent_limit(cls);  // opens the class's lists (0 above kRecentMaxSize)
+  else
+    recent_grow(r, cls);
   page* pg = find_page(h, cls);
   if (!pg) {
     errno = ENOMEM;
@@ -3042,7 +3050,7 @@ inline bool trim_impl() noexcept {
     h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
     outbox_flush(h);
     heap_drain_inbox(h);
-    heap_flush_recent(h);
+    heap_flush_recent(h, false);
     released |= heap_release_empty(h, 0, true);
   }
   // Other threads empty their lists at their next slow path; what they already released goes now
@@ -3150,7 +3158,8 @@ inline bool heap_is_valid() noexcept {
       ++recent;
     }
     if (recent + h->recent[c].room != h->recent[c].limit) return fail("recent room count");
-    if (h->recent[c].limit < recent_limit(c) || h->recent[c].limit > recent_cap(c))
+    if ((h->recent[c].limit != 0 && h->recent[c].limit < recent_limit(c)) ||
+        h->recent[c].limit > recent_cap(c))
       return fail("recent limit out of bounds");
   }
   // The page heap: every segment, with the units of other threads' spans too (their descriptors

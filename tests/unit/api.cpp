@@ -618,6 +618,30 @@ TEST_CASE("a class that churns past its recent-free list grows the list, and a t
   }).join();
 }
 
+// A consumer (it frees what another thread allocated and never allocates that class itself)
+// would only pin the blocks it kept: its lists of a class open at its first malloc of it.
+TEST_CASE("a thread that only frees a class keeps none of another heap's blocks of it") {
+  namespace d = la::detail;
+  const unsigned cls = d::class_of(200);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(la::allocate(200));
+  std::thread([&] {
+    la::deallocate(la::allocate(5000));  // a heap of its own, another class
+    const d::recent_list& r = d::tls_heap->recent[cls];
+    for (void* p : blocks) la::deallocate(p);
+    CHECK(r.limit == 0);
+    CHECK(r.foreign == nullptr);  // all sent home
+    CHECK(d::heap_is_valid());
+    void* q = la::allocate(200);  // its first of the class: a slow path, which opens the lists
+    CHECK(r.limit == d::recent_limit(cls));
+    la::deallocate(q);
+    CHECK(r.head == q);
+    CHECK(d::heap_is_valid());
+  }).join();
+  la::trim();  // drains the inbox: the 64 blocks are home
+  CHECK(d::heap_is_valid());
+}
+
 TEST_CASE("a thread that builds and then frees, in rounds, keeps its recent-free lists as they start") {
   namespace d = la::detail;
   const unsigned cls = d::class_of(32768);
