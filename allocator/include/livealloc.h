@@ -294,7 +294,7 @@ constexpr std::size_t kOsPage = 4096;
 constexpr std::size_t kMaxSmall = 256 * 1024;  // larger requests get their own mapping
 constexpr unsigned kClasses = 53;              // class 0 is unused; 1..52 cover 16 B..256 KiB
 constexpr std::size_t kMinBlocksPerSpan = 2;
-constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve this much of a span at a time
+constexpr std::size_t kExtendBytes = 16 * 1024;  // lazily carve at most this much of a span at a time
 constexpr std::size_t kRecentBytes = 64 * 1024;  // per class: a heap's list of recent frees
 constexpr std::size_t kRecentMin = 4, kRecentMax = 128;  // ... but this many blocks at least/most
 constexpr std::size_t kRecentMaxSize = 64 * 1024;  // larger classes have no recent-free list
@@ -1388,9 +1388,13 @@ inline void pages_purge_soon() noexcept {
   g.pages.purge_deadline.store(now_ms(), std::memory_order_relaxed);
 }
 
-// Carves the next blocks of a span into its free list.
+// Carves the next blocks of a span into its free list: as many bytes as are carved already, one OS
+// page at first and kExtendBytes at most, so a class that a process uses for a few blocks touches
+// one page of its span, not four.
 inline void page_extend(page* pg) noexcept {
-  std::uint32_t n = static_cast<std::uint32_t>(kExtendBytes / pg->block_size);
+  const std::size_t carved = std::size_t(pg->reserved) * pg->block_size;
+  const std::size_t bytes = carved < kOsPage ? kOsPage : carved < kExtendBytes ? carved : kExtendBytes;
+  std::uint32_t n = static_cast<std::uint32_t>(bytes / pg->block_size);
   if (n == 0) n = 1;
   if (n > std::uint32_t(pg->capacity - pg->reserved)) n = std::uint32_t(pg->capacity - pg->reserved);
   if (n == 0) return;

@@ -658,6 +658,36 @@ TEST_CASE("a thread that builds and then frees, in rounds, keeps its recent-free
   }).join();
 }
 
+TEST_CASE("a new span is carved one OS page at first, then as much again as is carved, 16 KiB at most") {
+  namespace d = la::detail;
+  std::thread([] {
+    la::deallocate(la::allocate(16));  // a heap for this thread
+    d::heap* h = d::tls_heap;
+    // Blocks carved after each of the first extends of a fresh span, for three block sizes.
+    const struct {
+      std::size_t size;
+      std::vector<unsigned> reserved;
+    } cases[] = {
+        {48, {85, 170, 340, 680, 1021}},   // 4080 bytes, as much again twice, then 341 blocks
+        {1024, {4, 8, 16, 32, 48}},        // a page, then doubling up to 16 blocks at a time
+        {5120, {1, 2, 4, 7, 10}},          // one block when a block is larger than a page
+    };
+    for (const auto& c : cases) {
+      const unsigned cls = d::class_of(c.size);
+      REQUIRE(d::class_size(cls) == c.size);
+      d::page* pg = d::page_alloc(h, cls);
+      REQUIRE(pg != nullptr);
+      d::queue_push_front(h, pg);  // the heap's, as find_page leaves it
+      CHECK(pg->reserved == 0);
+      for (unsigned want : c.reserved) {
+        d::page_extend(pg);
+        CHECK(pg->reserved == want);
+      }
+    }
+    CHECK(d::heap_is_valid());
+  }).join();
+}
+
 TEST_CASE("large mappings are reused from the cache instead of mmap, until they expire") {
   la::trim();
   scoped_options opts;
