@@ -296,6 +296,9 @@ try {
   check((await page.evaluate(() => document.body.dataset.mode)) === "replay", "a recorded file switches the page to replay");
   check((await page.textContent("#replay-info")) === "5 / 5", "the replay holds the 5 recorded samples",
     await page.textContent("#replay-info"));
+  // The chart is redrawn at the next animation frame, which a loaded machine can delay.
+  await page.waitForFunction(() => window.Chart.getChart("chart-live").data.datasets[0].data.length === 5,
+    null, { timeout: 10000 }).catch(() => {});
   check((await points()) === 5, "the chart shows the recording's 5 points", String(await points()));
   await page.locator("#replay-pos").fill("0");
   check((await page.textContent("#replay-info")) === "1 / 5", "the replay slider moves to the first sample");
