@@ -549,7 +549,7 @@ inline void apply_env_entry(const char* entry) noexcept {
   if (strlen(value) > 32)
     problem = "is too long";
   else if (!parse_value(value, o.type[0] == 'b', &v))
-    problem = o.type[0] == 'b' ? "is not 0, 1, true or false" : "is not a number";
+    problem = o.type[0] == 'b' ? "is not 0/1, true/false, yes/no or on/off" : "is not a number";
   else if (v < o.lo || v > o.hi)
     problem = "is out of range";
   message m;

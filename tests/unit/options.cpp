@@ -83,7 +83,7 @@ TEST_CASE("bool options take 0/1/true/false/yes/no/on/off") {
   apply_env_entry("LIVEALLOC_VERBOSE=1");
   CHECK(value_of("verbose") == 1);
   std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_VERBOSE=maybe"); });
-  CHECK(err.find("LIVEALLOC_VERBOSE='maybe' is not 0, 1, true or false") != std::string::npos);
+  CHECK(err.find("LIVEALLOC_VERBOSE='maybe' is not 0/1, true/false, yes/no or on/off") != std::string::npos);
   CHECK(err.find("using 0") != std::string::npos);
   apply_env_entry("LIVEALLOC_VERBOSE=0");
 }
