@@ -80,11 +80,18 @@ CASES = (
     + [bench_case("pool_idle")]
     + [bench_case("tail_latency")]
     + [{"workload": "python", "kind": "python", "args": []}]
+    + [{"workload": "clang", "kind": "clang", "args": []}]
     + [{"workload": "true", "kind": "true", "args": []}]
 )
 
-# The livealloc+memlive column runs only our own benchmark binaries (kind "bench": the python3 and
-# /bin/true cases go through bench_spawn, whose child has another pid), and only the cases whose
+# The `clang` workload: clang++ compiles clang_input.cpp, -O2 in a full run, -O0 in a smoke run.
+# The compiler's output does not depend on the allocator, so every run of a bench.py invocation
+# must write the same object file as its first run; CLANG_OBJECTS holds that first run's digest.
+CLANG = "/usr/bin/clang++"
+CLANG_OBJECTS = {}
+
+# The livealloc+memlive column runs only our own benchmark binaries (kind "bench": the python3, clang
+# and /bin/true cases go through bench_spawn, whose child has another pid), and only the cases whose
 # process runs long enough for a 10 Hz stream to see it: at least OBSERVE_MIN_S. Wall seconds of
 # one process at scale 1 under livealloc on the 2-core reference machine (2026-11, load ~7); a full
 # run with --scale F observes the cases with seconds * F >= OBSERVE_MIN_S, a smoke run those of
@@ -179,6 +186,9 @@ def header_lines(args, allocators, notes):
         "kernel: " + sh(["uname", "-srvm"]),
         "compiler: " + compiler_version(args.build_dir),
         "packages: " + packages,
+        # The real programs run are workloads too: their versions decide what they allocate.
+        "programs: %s; %s" % (sh(["/usr/bin/python3", "--version"]) or "python3 missing",
+                              (sh([CLANG, "--version"]).splitlines() or ["clang++ missing"])[0]),
         "repository: %s%s" % (rev, dirty),
         "mode: %s, repetitions %d, scale %g" % ("smoke" if args.smoke else "full", args.reps, args.scale),
         # Other work on a shared machine moves multi-threaded results most: record how busy it was.
@@ -404,23 +414,35 @@ def run_case(case, alloc, args, build_dir):
     else:
         # External programs go through bench_spawn, which reports each child's own peak RSS.
         spawn = os.path.join(build_dir, "benchmarks", "bench_spawn")
+        scratch = None
         if case["kind"] == "python":
             rounds = 1 if args.smoke else max(1, round(6 * args.scale))
             target, runs = ["/usr/bin/python3", os.path.join(HERE, "python_alloc.py"), str(rounds)], 1
+        elif case["kind"] == "clang":
+            scratch = tempfile.mkdtemp(prefix="bench-clang-")
+            target, runs = [CLANG, "-std=c++17", "-O0" if args.smoke else "-O2", "-c",
+                            os.path.join(HERE, "clang_input.cpp"), "-o", os.path.join(scratch, "out.o")], 1
         else:  # /bin/true: the cost of loading the allocator at all (start-up time, resident set)
             target, runs = ["/bin/true"], (3 if args.smoke else 20)
         argv = [spawn, str(runs)] + target
         status, stdout, stderr, _ = run_process(argv, env, timeout, build_dir)
+        if scratch:
+            if status is None:
+                status = check_clang_object(os.path.join(scratch, "out.o"), alloc)
+            shutil.rmtree(scratch, ignore_errors=True)
         rows = parse_results(stdout)
         spawns = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in stdout.splitlines()
                   if l.startswith("SPAWN ")]
         if status is None and len(spawns) != runs:
             status = "bench_spawn reported %d of %d runs" % (len(spawns), runs)
         if status is None:
-            w, c = case["workload"], "json+bytes" if case["kind"] == "python" else "exec"
+            w, c = case["workload"], {"python": "json+bytes", "clang": "compile"}.get(case["kind"], "exec")
             walls = [float(s["wall_s"]) for s in spawns]
-            rows += [result_row(w, c, 1, "wall" if runs == 1 else "exec_time",
-                                statistics.median(walls) * (1 if runs == 1 else 1e3), "s" if runs == 1 else "ms"),
+            # The compile is the whole process: its wall time is the case's `time`. python3
+            # reports the time of its own work, so its process's wall time is `wall`.
+            wall = "exec_time" if runs > 1 else ("time" if case["kind"] == "clang" else "wall")
+            rows += [result_row(w, c, 1, wall, statistics.median(walls) * (1 if runs == 1 else 1e3),
+                                "s" if runs == 1 else "ms"),
                      result_row(w, c, 1, "peak_rss", max(int(s["maxrss_kib"]) for s in spawns), "KiB"),
                      result_row(w, c, 1, "minflt", statistics.median(int(s["minflt"]) for s in spawns), "faults")]
     if status:
@@ -432,6 +454,19 @@ def run_case(case, alloc, args, build_dir):
         return rows, "%s: %s%s" % (status, (prefix + " " + " ".join(argv)).strip(),
                                    (" -- stderr: " + tail) if tail else "")
     return rows, None
+
+
+def check_clang_object(path, alloc):
+    """None if clang++ wrote the same object as in this invocation's first run, else the problem."""
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        return "clang++ wrote no object file (%s)" % e.strerror
+    first = CLANG_OBJECTS.setdefault("object", (digest, alloc["name"]))
+    if first[0] != digest:
+        return "clang++ wrote a different object file than under %s (output corrupted)" % first[1]
+    return None
 
 
 def check_preload(stdout, alloc):
@@ -513,6 +548,9 @@ def cmd_run(args):
         exe = os.path.join(build_dir, "benchmarks", "bench_" + c["workload"])
         if c["kind"] == "bench" and not os.access(exe, os.X_OK):
             sys.exit("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
+        if c["kind"] == "clang" and not os.access(CLANG, os.X_OK):
+            sys.exit("missing %s for the clang workload: install Debian's clang (tests/setup.sh does), "
+                     "or leave it out with --workloads" % CLANG)
     for n in notes:
         print("note: " + n, file=sys.stderr)
     os.makedirs(out_dir, exist_ok=True)  # (only once every argument has been checked)
