@@ -881,10 +881,11 @@ inline heap g_empty_heap{&g_empty_page};
 // The one initial-exec TLS pointer. Trivial type and constant initializer: no TLS wrapper, no
 // __cxa_thread_atexit (which would call calloc).
 inline thread_local heap* tls_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
-// Set once the thread's key destructor has given its heap up. glibc frees after the last
-// destructor round (the second-level array of a thread that set a key past the first 32,
-// resolver state), when no destructor runs again: a free then must not take a heap, which would
-// stay owned by a thread that is gone.
+// Set once the thread's key destructor has given its heap up. Other keys' destructors may still
+// allocate and free, in the same round or the last one, and glibc frees after the last round (the
+// second-level array of a thread that set a key past the first 32, resolver state), when no
+// destructor runs again: neither may take a heap for good, which would stay owned by a thread
+// that is gone (see allocate_exiting).
 inline thread_local bool tls_exited __attribute__((tls_model("initial-exec"))) = false;
 
 inline void count_os_call(int which) noexcept {
@@ -2167,8 +2168,9 @@ inline heap* heap_new() noexcept {
   return h;
 }
 
-// The calling thread's heap: an exited thread's from the pool, else a new one.
-LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
+// The calling thread's heap: an exited thread's from the pool, else a new one. `arm` sets the key,
+// so that the thread's exit gives the heap back (allocate_exiting borrows one without it).
+LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
   if (!process_init()) return nullptr;
   // process_init's atfork and atexit registrations may allocate, and so give this thread a heap.
   if (tls_heap != &g_empty_heap) return tls_heap;
@@ -2189,7 +2191,7 @@ LIVEALLOC_NOINLINE inline heap* thread_init() noexcept {
   heap_apply_options(h);
   tls_heap = h;
   // After tls_heap is set: pthread_setspecific may calloc for high key numbers.
-  pthread_setspecific(g.key, h);
+  if (arm) pthread_setspecific(g.key, h);
   return h;
 }
 
@@ -2286,12 +2288,38 @@ inline void recent_grow(recent_list& r, unsigned cls) noexcept {
   r.room += grow;
 }
 
-LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) noexcept {
-  heap* h = tls_heap;
-  if (h == &g_empty_heap && !(h = thread_init())) {
+LIVEALLOC_ALWAYS_INLINE void* allocate_from(heap* h, unsigned cls, std::size_t size) noexcept;
+
+// A malloc in a thread whose key destructor already gave its heap up (tls_exited): another key's
+// destructor allocates. The block comes from a heap borrowed from the pool and given back at once.
+// A heap taken for good would stay owned when that was glibc's last destructor round, by a thread
+// that is gone, with every block freed to it since.
+LIVEALLOC_NOINLINE inline void* allocate_exiting(unsigned cls, std::size_t size) noexcept {
+  heap* h = thread_init(false);
+  if (!h) {
     errno = ENOMEM;
     return nullptr;
   }
+  void* b = allocate_from(h, cls, size);
+  tls_heap = &g_empty_heap;
+  heap_abandon(h);
+  return b;
+}
+
+LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) noexcept {
+  heap* h = tls_heap;
+  if (LIVEALLOC_UNLIKELY(h == &g_empty_heap)) {
+    if (tls_exited) return allocate_exiting(cls, size);
+    if (!(h = thread_init())) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  }
+  return allocate_from(h, cls, size);
+}
+
+// The slow path's work once the thread has its heap (inline in both callers).
+LIVEALLOC_ALWAYS_INLINE void* allocate_from(heap* h, unsigned cls, std::size_t size) noexcept {
   heap_maintain(h);
   bump(h->stats[cls].v[c_refills]);
   bump(h->pub.slow_paths);
