@@ -87,6 +87,7 @@
 #include <livealloc_reader.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -200,15 +201,16 @@ inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4
 struct assignment {
   std::string name;
   std::int64_t value = 0;
+  bool word = false;  // given as true/false/on/off: only a bool option takes it
 };
 
 // Parses "name=value". The name is lower-case letters, digits and '_' (upper case is folded, so
 // PAGE_RECYCLE=4 works); the value a decimal integer with an optional sign, or true/false/on/off
-// (1/0). False and a message naming the field otherwise; *out is untouched then.
+// (1/0, for bool options). False and a message naming the field otherwise; *out is untouched then.
 bool parse_assignment(const std::string& text, assignment* out, std::string* error);
 
 // Checks an assignment against the options a segment publishes: known name, live, 0/1 for a
-// bool, within [min, max]. The same checks the allocator makes (it has the last word).
+// bool, a number for an integer, within [min, max]. The same checks the allocator makes (it has the last word).
 bool check_assignment(const assignment& a, const std::vector<rd::option_view>& options,
                       std::string* error);
 
@@ -1063,10 +1065,9 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   }
   if (value.empty()) return fail("option '" + name + "': no value after '='");
   std::int64_t v = 0;
-  if (value == "true" || value == "on") {
-    v = 1;
-  } else if (value == "false" || value == "off") {
-    v = 0;
+  const bool word = value == "true" || value == "on" || value == "false" || value == "off";
+  if (word) {
+    v = value == "true" || value == "on";
   } else if (!detail::parse_int(value, &v)) {
     const std::size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
     const bool digits =
@@ -1076,6 +1077,7 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   }
   out->name = std::move(name);
   out->value = v;
+  out->word = word;
   return true;
 }
 
@@ -1100,6 +1102,8 @@ inline bool check_assignment(const assignment& a, const std::vector<rd::option_v
     if (o.is_bool && a.value != 0 && a.value != 1)
       return fail("option '" + a.name + "' is a bool: " + std::to_string(a.value) +
                   " is not 0 or 1");
+    if (!o.is_bool && a.word)
+      return fail("option '" + a.name + "' takes an integer, not true, false, on or off");
     if (a.value < o.min || a.value > o.max)
       return fail("option '" + a.name + "': " + std::to_string(a.value) + " is out of range [" +
                   std::to_string(o.min) + ", " + std::to_string(o.max) + "]");
@@ -1248,6 +1252,10 @@ int port();
 namespace detail {
 
 inline constexpr std::size_t kMaxBody = 64 * 1024;
+// A request body must arrive whole within this long: civetweb's request_timeout_ms (3 s) bounds
+// each wait for bytes, not the body, so a client sending a byte a second would hold a worker for
+// the 18 hours 64 KiB takes (and 24 such clients every worker).
+inline constexpr std::uint64_t kBodyDeadlineMs = 3000;
 inline constexpr int kMinStreamMs = 50;
 inline constexpr int kMaxStreamMs = 60000;
 // Each /api/stream client holds one of the server's 24 worker threads; past this many, a new one
@@ -1546,6 +1554,8 @@ inline const char* reason_phrase(int code) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
     case 409:
       return "Conflict";
     case 411:
@@ -1789,7 +1799,7 @@ inline server::response server::read_json_body(mg_connection* conn, std::string*
   if (!origin_allowed(mg_get_header(conn, "Origin")))
     return error(403, "cross-origin requests may not change the server's state");
   const char* type = mg_get_header(conn, "Content-Type");
-  if (!type || std::strncmp(type, "application/json", 16) != 0 ||
+  if (!type || strncasecmp(type, "application/json", 16) != 0 ||  // media types ignore case
       (type[16] != '\0' && type[16] != ';' && type[16] != ' '))
     return error(415, "the body must be sent as Content-Type: application/json");
   const char* te = mg_get_header(conn, "Transfer-Encoding");
@@ -1797,11 +1807,18 @@ inline server::response server::read_json_body(mg_connection* conn, std::string*
     return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");
   if (ri->content_length < 0 && !(te && iequals(te, "chunked")))
     return error(411, "a Content-Length is required");
-  char buf[4096];
+  // A byte at a time: mg_read returns only once it has filled its buffer (or the body ended), so a
+  // larger read would wait for the whole of it before the deadline could be checked. The bytes
+  // that came with the headers are copied from civetweb's buffer; only the rest costs a recv each.
+  const std::uint64_t deadline = steady_ms() + kBodyDeadlineMs;
   for (;;) {
-    const int n = mg_read(conn, buf, sizeof buf);
+    char c;
+    const int n = mg_read(conn, &c, 1);
     if (n <= 0) break;
-    body->append(buf, static_cast<std::size_t>(n));
+    if (steady_ms() > deadline)
+      return error(408, "the body did not arrive within " + std::to_string(kBodyDeadlineMs / 1000) +
+                            " s");
+    body->push_back(c);
     if (body->size() > kMaxBody)
       return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");
   }
@@ -1856,13 +1873,21 @@ inline server::response server::post_options(mg_connection* conn) {
   return r;
 }
 
+// mg_get_var, but a value that decodes to a NUL byte (`%00`) counts as too long (-2): read as a C
+// string it would end there, and `seconds=1%00junk` would pass for 1.
+inline int query_var(const char* query, const char* name, char* value, std::size_t size) {
+  if (!query) return -1;
+  const int n = mg_get_var(query, std::strlen(query), name, value, size);
+  return n >= 0 && std::strlen(value) != static_cast<std::size_t>(n) ? -2 : n;
+}
+
 // GET /api/history?seconds=N.
 inline server::response server::history_response(const char* query) {
   response r;
   const std::int64_t kept = static_cast<std::int64_t>(history_seconds());
   std::int64_t seconds = std::min<std::int64_t>(60, kept);
   char value[32];
-  const int n = query ? mg_get_var(query, std::strlen(query), "seconds", value, sizeof value) : -1;
+  const int n = query_var(query, "seconds", value, sizeof value);
   if (n >= 0 || n == -2) {  // present (maybe empty), or too long to be a number
     std::int64_t v = 0;
     if (n < 0 || !parse_int(value, &v) || v < 1 || v > kept) {
@@ -1934,8 +1959,15 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
     std::string body;
     if (response e = read_json_body(conn, &body); e.code != 0) return e;
     if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
-      const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-      bool ok = j.is_object();
+      int keys = 0;  // {"clear":false,"clear":true} is refused, as /api/options refuses a name twice
+      const nlohmann::json j = nlohmann::json::parse(
+          body,
+          [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+            keys += depth == 1 && event == nlohmann::json::parse_event_t::key;
+            return true;
+          },
+          /*allow_exceptions=*/false);
+      bool ok = j.is_object() && keys <= 1;
       if (ok) {
         for (auto it = j.begin(); it != j.end() && ok; ++it)
           ok = it.key() == "clear" && it.value().is_boolean();
@@ -1944,7 +1976,9 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
       if (!ok) {
         r.code = 400;
         const std::string field = "clear";
-        r.body = json_error("the body must be empty, {} or {\"clear\": true|false}",
+        r.body = json_error(j.is_object() && keys > 1
+                                ? "'clear' given twice; nothing done"
+                                : "the body must be empty, {} or {\"clear\": true|false}",
                             j.is_object() && !j.empty() ? &field : nullptr);
         return r;
       }
@@ -1984,7 +2018,7 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
 // GET /api/snapshot?since=baseline (any other query: the plain snapshot).
 inline server::response server::since_response(const char* query) {
   char value[32];
-  const int n = mg_get_var(query, std::strlen(query), "since", value, sizeof value);
+  const int n = query_var(query, "since", value, sizeof value);
   if (n == -1) return snapshot_response();
   response r;
   const std::string field = "since";
@@ -2026,8 +2060,7 @@ inline server::response server::since_response(const char* query) {
 inline void server::stream(mg_connection* conn, const char* query) {
   long long interval = opts_.stream_interval_ms;
   char value[32];
-  const int n =
-      query ? mg_get_var(query, std::strlen(query), "interval_ms", value, sizeof value) : -1;
+  const int n = query_var(query, "interval_ms", value, sizeof value);
   if (n > 0 || n == -2) {  // given (empty: not given), or too long to be a number
     std::int64_t v = 0;
     if (n < 0 || !parse_int(value, &v) || v < kMinStreamMs || v > kMaxStreamMs) {

@@ -16,9 +16,9 @@
 // structured modes get the status the README specifies: the query values decoded (by civetweb's
 // mg_get_var, with a large buffer) and checked against their documented ranges (interval_ms
 // 50..60000, else 400, absent or empty: the server's 250; seconds 1..150, else 400; since=baseline
-// 200/409, another since 400; a valid number written in 32+ characters may be refused); Host
-// 127.0.0.1:PORT or localhost:PORT (any case) 200, anything else 403; Origin absent or
-// http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
+// 200/409, another since 400; a value holding a NUL (%00) 400; a valid number written in 32+
+// characters may be refused); Host 127.0.0.1:PORT or localhost:PORT (any case) 200, anything
+// else 403; Origin absent or http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
 // header comment names the interval. Every 500 inputs, /healthz must still answer.
 #include <cerrno>
 #include <cstring>
@@ -148,7 +148,7 @@ int query_var(const std::string& query, const char* name, std::string* value,
   std::vector<char> buf(query.size() + 2);
   const int n = mg_get_var(query.c_str(), query.size(), name, buf.data(), buf.size());
   if (n < 0) return 0;
-  *value = buf.data();
+  value->assign(buf.data(), static_cast<std::size_t>(n));  // NULs (%00) included: never a number
   if (decoded) *decoded = static_cast<std::size_t>(n);
   return 1;
 }
@@ -193,8 +193,8 @@ void check_query(int which, const std::string& query, const std::string& r, int 
         !(memlive::detail::parse_int(v, &n) && n >= 1 && n <= kKept))
       want = 400;
     // A value mg_get_var cannot hold in the server's 32 bytes is refused: allowed for a valid
-    // number only when it decodes to 32+ bytes (leading zeros, or NULs after the number:
-    // "seconds=8%00%00%00888..." is 8 to a C string but too long for the buffer).
+    // number only when it decodes to 32+ bytes (leading zeros). A NUL in it (%00) is refused:
+    // "seconds=8%00junk" is not 8.
     const bool long_valid = want == 200 && decoded >= 32;
     FUZZ_CHECK(code == want || (long_valid && code == 400),
                "GET /api/history?%s: %d, the README says %d", query.c_str(), code, want);

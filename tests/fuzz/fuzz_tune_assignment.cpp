@@ -8,7 +8,7 @@
 //    and value it returns are those; a refusal has a message and leaves no partial result;
 //  - parse_int agrees with a reference: [+-]?[0-9]+ that fits in int64, same value;
 //  - check_assignment accepts only a published, live option with the value in [min, max] (0/1
-//    for a bool), and a refusal names the option.
+//    for a bool; true/false/on/off for a bool only), and a refusal names the option.
 #include <memlive.h>
 
 #include "fuzz_common.h"
@@ -73,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   std::int64_t v = 0;
+  const bool word = value == "true" || value == "on" || value == "false" || value == "off";
   if (expect) {
     if (value == "true" || value == "on")
       v = 1;
@@ -88,15 +89,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(a.name == "untouched" && a.value == 12345, "a refusal changed the result");
     return 0;
   }
-  FUZZ_CHECK(a.name == name && a.value == v, "parse_assignment('%s') gave %s=%lld", text.c_str(),
-             a.name.c_str(), static_cast<long long>(a.value));
+  FUZZ_CHECK(a.name == name && a.value == v && a.word == word, "parse_assignment('%s') gave %s=%lld",
+             text.c_str(), a.name.c_str(), static_cast<long long>(a.value));
 
   // check_assignment against the published options.
   std::string why;
   const bool accepted = memlive::check_assignment(a, options(), &why);
   const fuzz::rd::option_view* o = fuzz::find(options(), a.name);
   const bool should = o && o->live && a.value >= o->min && a.value <= o->max &&
-                      (!o->is_bool || a.value == 0 || a.value == 1);
+                      (!o->is_bool || a.value == 0 || a.value == 1) && (o->is_bool || !a.word);
   FUZZ_CHECK(accepted == should, "check_assignment(%s=%lld) = %d, want %d (%s)", a.name.c_str(),
              static_cast<long long>(a.value), accepted, should, why.c_str());
   if (!accepted)

@@ -417,8 +417,10 @@ TEST_CASE("parse_assignment: good forms") {
   REQUIRE(memlive::parse_assignment("PAGE_RECYCLE=+3", &a, &err));
   CHECK(a.name == "page_recycle");
   CHECK(a.value == 3);
+  CHECK_FALSE(a.word);
   REQUIRE(memlive::parse_assignment("hugepages=true", &a, &err));
   CHECK(a.value == 1);
+  CHECK(a.word);
   REQUIRE(memlive::parse_assignment("hugepages=off", &a, &err));
   CHECK(a.value == 0);
   REQUIRE(memlive::parse_assignment("x=-9223372036854775808", &a, &err));
@@ -468,6 +470,10 @@ TEST_CASE("check_assignment against the published options") {
   CHECK(err.find("LIVEALLOC_TELEMETRY_SLOTS") != std::string::npos);
   CHECK_FALSE(memlive::check_assignment({"hugepages", 2}, s.options, &err));
   CHECK(err.find("'hugepages' is a bool") != std::string::npos);
+  CHECK(memlive::check_assignment({"hugepages", 1, true}, s.options, &err));  // hugepages=on
+  // page_recycle=on: a word is for bools, as POST /api/options refuses {"page_recycle": true}.
+  CHECK_FALSE(memlive::check_assignment({"page_recycle", 1, true}, s.options, &err));
+  CHECK(err == "option 'page_recycle' takes an integer, not true, false, on or off");
   CHECK_FALSE(memlive::check_assignment({"nosuch", 1}, s.options, &err));
   CHECK(err.find("unknown option 'nosuch'") != std::string::npos);
   CHECK(err.find("page_recycle") != std::string::npos);  // lists the live ones

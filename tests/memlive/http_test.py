@@ -245,6 +245,30 @@ def check_body_checks(port):
           "POST with a name given twice: 400, field page_recycle (%d %s)" % (st, j))
     check(option(options_of(port), "page_recycle")["requested"] == before,
           "neither stored anything (page_recycle still %d)" % before)
+    # A body sent a byte a second: every wait for bytes is short, but the whole body is due
+    # within 3 s; without that bound one client holds a worker for as long as it likes.
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    out, sent = b"", 0
+    try:
+        s.sendall(b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: 30\r\n\r\n" % port)
+        while sent < 30 and not out:
+            try:
+                s.sendall(b" ")
+            except OSError:  # the server answered and closed
+                break
+            sent += 1
+            if select.select([s], [], [], 1.0)[0]:
+                out = s.recv(65536)
+        while out:  # to the close (every response ends the connection)
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        s.close()
+    check(out.startswith(b"HTTP/1.1 408") and b"within 3 s" in out and sent < 30,
+          "POST with a body trickled a byte a second: 408 after %d of 30 bytes (%r)" % (sent, out[:120]))
 
 
 def check_malformed(port):
@@ -447,14 +471,20 @@ def check_baseline(port, p):
             ("huge body", " " * (70 * 1024), {}, 413),
             ("bad body", '{"clear": 1}', {}, 400),
             ("unknown field", '{"reset": true}', {}, 400),
-            ("malformed", '{"clear": ', {}, 400)]:
+            ("malformed", '{"clear": ', {}, 400),
+            ("with 'clear' twice", '{"clear": true, "clear": false}', {}, 400)]:
         st, j = post_baseline(port, body, hs)
         check(st == want and j and "error" in j, "POST /api/baseline %s: %d (got %d %s)" %
               (what, want, st, j))
         st, _, j = get_json(port, "/api/baseline")
         check(st == 200 and j == {"baseline": False, "taken_ns": 0},
               "after POST /api/baseline %s: no baseline (%s)" % (what, j))
-    st, j = post_baseline(port, "", {"Origin": "http://127.0.0.1:%d" % port})
+    st, _, j = get_json(port, "/api/snapshot?since=baseline%00x")
+    check(st == 400 and j and j.get("field") == "since", "snapshot?since=baseline%%00x: 400 (%d)" % st)
+    st, _, j = get_json(port, "/api/history?seconds=1%00junk")
+    check(st == 400 and j and j.get("field") == "seconds", "history?seconds=1%%00junk: 400 (%d)" % st)
+    st, j = post_baseline(port, "", {"Origin": "http://127.0.0.1:%d" % port,
+                                     "Content-Type": "Application/JSON"})  # media types ignore case
     check(st == 200 and j and j["ok"] is True and j["baseline"] is True and j["taken_ns"] > 0,
           "POST /api/baseline (empty body, same Origin): 200 baseline true (%d %s)" % (st, j))
     base_ns = (j or {}).get("taken_ns")
