@@ -3601,8 +3601,8 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
 
 #ifdef LIVEALLOC_PRELOAD
 // _exit and _Exit end the process without the atexit handler that removes the segment's name, so
-// a fork child that ends with them, or the parent that daemon() leaves, would leave a stale
-// /dev/shm/livealloc.<pid> behind. Ours remove the name first (only the process that made it:
+// a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind (the
+// parent that glibc's daemon() leaves still does: it calls glibc's internal _exit). Ours remove the name first (only the process that made it:
 // a vfork child has another pid) and then end the process as glibc's do. Both are
 // async-signal-safe, as they must be.
 LIVEALLOC_EXPORT void _exit(int status) {

@@ -205,7 +205,8 @@ class segment {
 struct segment_entry {
   int pid = 0;  // from the file name
   std::string path, program;
-  bool alive = false;  // pid_alive(pid)
+  bool alive = false;  // segment_owner_alive(pid, start_ns) (pid_alive(pid) when not valid)
+  bool stale = false;  // remove_stale would remove it
   bool valid = false;  // the segment opened and validated; otherwise `error` says why
   std::string error;
   std::uint32_t threads_alive = 0;
@@ -218,9 +219,16 @@ std::vector<segment_entry> list_segments(const std::string& dir = "/dev/shm",
                                          std::string* error = nullptr);
 // Unlinks the livealloc.<pid> files of `dir` whose process is gone (also malformed ones: a
 // process that crashed while creating its segment leaves a short file). Never touches a file
-// whose pid, from the name or from the header, is alive, a symbolic link or a non-regular file.
-// Returns how many files were removed.
+// whose pid, from the name or from the header, is alive (segment_owner_alive), a symbolic link or
+// a non-regular file. Returns how many files were removed.
 int remove_stale(const std::string& dir = "/dev/shm");
+
+// Whether the process that made a segment (its header's pid and start_ns) still runs: pid_alive,
+// and the process now holding that pid did not start well after the segment did. Pids are
+// reused: a file left by a killed process can name the pid of a newer one. A process starts
+// before its segment, so the test errs on the side of alive: a process started less than a minute
+// after the segment (or whose start time cannot be read) counts as the segment's.
+bool segment_owner_alive(int pid, std::uint64_t start_ns);
 
 // ------------------------------------------------------------------------------------------------
 // Implementation.
@@ -559,6 +567,33 @@ inline bool pid_alive(int pid) {
   return state != 'Z' && state != 'X';
 }
 
+namespace detail {
+// CLOCK_REALTIME nanoseconds at which process `pid` started: the boot time (btime in /proc/stat)
+// plus its start ticks. 0 when unknown.
+inline std::uint64_t process_start_ns(int pid) {
+  char state = 0;
+  std::uint64_t ticks = 0;
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0 || !proc_stat(pid, &state, &ticks)) return 0;
+  FILE* f = std::fopen("/proc/stat", "re");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long btime = 0;
+  while (std::fgets(line, sizeof line, f) && std::sscanf(line, "btime %llu", &btime) != 1) {
+  }
+  std::fclose(f);
+  if (btime == 0) return 0;
+  return btime * 1000000000ull + ticks * (1000000000ull / static_cast<std::uint64_t>(hz));
+}
+}  // namespace detail
+
+inline bool segment_owner_alive(int pid, std::uint64_t start_ns) {
+  if (!pid_alive(pid)) return false;
+  constexpr std::uint64_t kSlackNs = 60ull * 1000000000ull;  // clock steps, btime rounding
+  const std::uint64_t started = detail::process_start_ns(pid);
+  return start_ns == 0 || started == 0 || started <= start_ns + kSlackNs;
+}
+
 inline std::uint64_t thread_view::live(unsigned cls) const {
   return cls < telemetry::kClassCount ? detail::live_of(counters[cls]) : 0;
 }
@@ -751,9 +786,9 @@ inline snapshot segment::take() const {
   const unsigned char* p = base_;
   s.taken_ns = detail::now_ns();
   s.pid = l.pid;
-  s.process_alive = pid_alive(l.pid);
   s.program = detail::load_string(p, offsetof(H, program), telemetry::kProgramSize);
   s.start_ns = load<std::uint64_t>(p, offsetof(H, start_ns));
+  s.process_alive = segment_owner_alive(l.pid, s.start_ns);
   s.segment_bytes = load<std::uint64_t>(p, offsetof(H, segment_bytes));
   s.large_bytes = load<std::uint64_t>(p, offsetof(H, large_bytes));
   s.cached_bytes = load<std::uint64_t>(p, offsetof(H, cached_bytes));
@@ -964,6 +999,30 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
   }
 }
 
+namespace detail {
+// Whether remove_stale may unlink the file `path` (named for `pid`): a regular file, not a
+// symbolic link, whose header (when it has one) names no process that is alive, and whose name's
+// pid is not alive either (for a file too short for a header, or naming another pid). *st is the
+// file's, for the caller to check that the name still holds it.
+inline bool sweepable(const std::string& path, int pid, struct stat* st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  bool ok = fstat(fd, st) == 0 && S_ISREG(st->st_mode);
+  std::int32_t header_pid = 0;
+  std::uint64_t start_ns = 0;
+  const bool header =
+      ok && st->st_size >= static_cast<off_t>(kHeaderSize) &&
+      pread(fd, &header_pid, sizeof header_pid, offsetof(telemetry::segment_header, pid)) ==
+          static_cast<ssize_t>(sizeof header_pid) &&
+      pread(fd, &start_ns, sizeof start_ns, offsetof(telemetry::segment_header, start_ns)) ==
+          static_cast<ssize_t>(sizeof start_ns);
+  ::close(fd);
+  if (!ok) return false;
+  if (header && header_pid == pid) return !segment_owner_alive(pid, start_ns);
+  return !pid_alive(pid) && !(header && pid_alive(header_pid));
+}
+}  // namespace detail
+
 inline std::vector<segment_entry> list_segments(const std::string& dir, std::string* error) {
   std::vector<segment_entry> out;
   DIR* d = opendir(dir.c_str());
@@ -985,7 +1044,10 @@ inline std::vector<segment_entry> list_segments(const std::string& dir, std::str
       entry.program = s.program;
       entry.start_ns = s.start_ns;
       entry.threads_alive = s.threads_alive();
+      if (entry.valid) entry.alive = s.process_alive;
     }
+    struct stat st;
+    entry.stale = detail::sweepable(entry.path, pid, &st);
     out.push_back(std::move(entry));
   }
   closedir(d);
@@ -1005,23 +1067,12 @@ inline int remove_stale(const std::string& dir) {
   for (const std::string& name : names) {
     const int pid = detail::pid_from_name(name);
     const std::string path = dir + "/" + name;
-    if (pid_alive(pid)) continue;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
     struct stat st;
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    // The header's pid too: never sweep a file that claims a live process.
-    std::int32_t header_pid = 0;
-    if (ok && st.st_size >= static_cast<off_t>(detail::kHeaderSize) &&
-        pread(fd, &header_pid, sizeof header_pid, offsetof(telemetry::segment_header, pid)) ==
-            static_cast<ssize_t>(sizeof header_pid) &&
-        header_pid != pid && pid_alive(header_pid))
-      ok = false;
-    ::close(fd);
-    // Unlink only the file checked above (not one a new process with this pid just created).
+    if (!detail::sweepable(path, pid, &st)) continue;
+    // Unlink only the file checked (not one a new process with this pid just created).
     struct stat now;
-    if (ok && lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev &&
-        now.st_ino == st.st_ino && !pid_alive(pid) && ::unlink(path.c_str()) == 0)
+    if (lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+        detail::sweepable(path, pid, &st) && ::unlink(path.c_str()) == 0)
       ++removed;
   }
   return removed;

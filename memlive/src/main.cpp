@@ -334,11 +334,15 @@ int cmd_list(const args& a) {
       if (lstat(e.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
         // A directory, FIFO or symbolic link with the name: never ours, never swept.
         state = "not a segment: " + (e.valid ? std::string("not a regular file") : e.error);
-      } else if (!e.alive) {
-        state = e.valid ? "stale: process gone" : "stale: process gone; unreadable: " + e.error;
+      } else if (e.stale) {  // what --clean removes
+        state = !e.valid               ? "stale: process gone; unreadable: " + e.error
+                : rd::pid_alive(e.pid) ? "stale: process gone, its pid now another process's"
+                                       : "stale: process gone";
         ++stale;
       } else if (!e.valid) {
         state = "unreadable: " + e.error;
+      } else if (!e.alive) {
+        state = "process gone";
       } else {
         state = "running";
       }
@@ -688,6 +692,18 @@ bool find_library(const std::string& given, std::string* out, std::string* error
     if (realpath(path.c_str(), real) && access(real, R_OK) == 0 && stat(real, &st) == 0) {
       if (!S_ISREG(st.st_mode)) {
         *error = std::string("the allocator library ") + real + " is not a file";
+        return false;
+      }
+      // ld.so would only warn about anything else, and the program would run unprofiled while
+      // memlive waited for a segment: a 64-bit ELF shared object (e_ident, e_type ET_DYN).
+      unsigned char head[18] = {};
+      const int fd = open(real, O_RDONLY | O_CLOEXEC);
+      const ssize_t got = fd >= 0 ? read(fd, head, sizeof head) : -1;
+      if (fd >= 0) close(fd);
+      if (got != static_cast<ssize_t>(sizeof head) || std::memcmp(head, "\x7f" "ELF", 4) != 0 ||
+          head[4] != 2 || head[16] != 3 || head[17] != 0) {
+        *error = std::string("the allocator library ") + real +
+                 " is not a 64-bit ELF shared library; give liblivealloc.so with --lib PATH";
         return false;
       }
       // ld.so splits LD_PRELOAD at spaces and colons, with no way to quote them: such a path

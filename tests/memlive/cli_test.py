@@ -443,6 +443,35 @@ def check_errors(ml, workload_pid, tmp):
           os.listdir(stale_dir) == ["livealloc.%d" % (dead + 1)],
           "list --clean removes the stale file, not the directory: %s" % r.stdout.strip())
 
+    # A pid reused: a copy of the live workload's segment whose header says its process started
+    # in 1970, long before the process now holding that pid: stale, and --clean removes it.
+    start_ns = json.loads(run([ml, "snapshot", "--pid", str(workload_pid)]).stdout)["start_ns"]
+    seg = bytearray(open("/dev/shm/livealloc.%d" % workload_pid, "rb").read())
+    at = seg.find(start_ns.to_bytes(8, "little"), 0, 4096)
+    check(at >= 0, "the workload's start_ns is in its segment's header")
+    reused_dir = os.path.join(tmp, "reused")
+    os.mkdir(reused_dir)
+    seg[at:at + 8] = (10 ** 9).to_bytes(8, "little")
+    open(os.path.join(reused_dir, "livealloc.%d" % workload_pid), "wb").write(seg)
+    r = run([ml, "list", "--dir", reused_dir])
+    check(r.returncode == 0 and "its pid now another process's" in r.stdout and
+          "1 stale segment " in r.stdout, "list: a segment older than its pid's process is stale: %s"
+          % r.stdout.strip())
+    r = run([ml, "snapshot", "--pid", str(workload_pid), "--dir", reused_dir])
+    check(r.returncode == 0 and json.loads(r.stdout)["alive"] is False and "stale" in r.stderr,
+          "snapshot of that segment: alive false, a note (%d: %s)" % (r.returncode, r.stderr.strip()))
+    r = run([ml, "list", "--clean", "--dir", reused_dir])
+    check("removed 1 stale segment" in r.stdout and not os.listdir(reused_dir),
+          "list --clean removes it: %s" % r.stdout.strip())
+    # The workload's own segment, under a dead pid's name: its header names a live process, so
+    # it is neither counted stale nor removed.
+    seg[at:at + 8] = start_ns.to_bytes(8, "little")
+    open(os.path.join(reused_dir, "livealloc.%d" % dead), "wb").write(seg)
+    r = run([ml, "list", "--clean", "--dir", reused_dir])
+    check("unreadable: " in r.stdout and "removed 0 stale segments" in r.stdout and
+          os.listdir(reused_dir), "list --clean keeps a file whose header names a live process: %s"
+          % r.stdout.strip())
+
     # 0.0.0.0 would listen everywhere while the Host check answers only the names it knows.
     for verb in (["serve", "--pid", str(workload_pid)], ["run", "--", "/bin/true"]):
         r = run([ml, verb[0], "--host", "0.0.0.0", "--port", "0"] + verb[1:])

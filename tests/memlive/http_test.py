@@ -693,8 +693,9 @@ def cmd_run_errors(ml):
           "run without the library: exit 2 naming it and --lib (got %d: %s)" %
           (r.returncode, r.stderr.strip()))
     with tempfile.TemporaryDirectory() as tmp:
-        lib = os.path.join(tmp, "liblivealloc.so")  # a file, enough to get past the checks
-        open(lib, "wb").close()
+        lib = os.path.join(tmp, "liblivealloc.so")  # an ELF shared object's header: past the checks
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x03\x00" + b"\x00" * 46)
         r = subprocess.run([ml, "run", "--port", "0", "--lib", lib, "--",
                             "/nonexistent/program-xyz"], capture_output=True, text=True,
                            timeout=TIMEOUT)
@@ -704,6 +705,7 @@ def cmd_run_errors(ml):
         # Refused before the program starts: it must not run for a mistyped option.
         marker = os.path.join(tmp, "ran")
         for extra, want in ((["--lib", "/dev/null"], "is not a file"),
+                            (["--lib", "/etc/passwd"], "is not a 64-bit ELF shared library"),
                             (["--lib", tmp + "/a b.so"], "cannot find"),
                             (["--host", "192.0.2.1", "--lib", lib], "cannot listen on")):
             r = subprocess.run([ml, "run", "--port", "0"] + extra + ["--", "touch", marker],

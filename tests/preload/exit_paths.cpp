@@ -1,6 +1,8 @@
 // Under LD_PRELOAD=liblivealloc.so with LIVEALLOC_PROFILE=1: every way a process can end without
 // exit() must still remove its segment's name, or /dev/shm fills with stale livealloc.<pid>
-// files (a daemon() parent leaves one at every start). A vfork child that calls _exit must leave
+// files (a program that forks and _exits, as daemon() does, would leave one at every start;
+// glibc's daemon() itself calls glibc's internal _exit, which no preload reaches, so it is not
+// tested here). A vfork child that calls _exit must leave
 // its parent's alone. Exits 0 when all holds, 1 with a line per failure.
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -101,6 +101,18 @@ struct fake_segment {
   std::vector<std::uint64_t> words;  // 8-byte aligned storage
   std::uint32_t option_count = 0;
 
+  // CLOCK_REALTIME when this test process made its first fake: after it started, as a real
+  // segment's start_ns is (an older one would read as the segment of an earlier process that
+  // had this pid: see segment_owner_alive).
+  static std::uint64_t start_ns() {
+    static const std::uint64_t ns = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_REALTIME, &ts);
+      return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+    }();
+    return ns;
+  }
+
   explicit fake_segment(int pid) : words(kSize / 8, 0) {
     auto* h = new (bytes()) tl::segment_header{};
     std::memcpy(h->magic, tl::kMagic, sizeof h->magic);
@@ -116,7 +128,7 @@ struct fake_segment {
     h->control_offset = kControlOff;
     h->exited_offset = kExitedOff;
     h->slots_offset = kSlotsOff;
-    h->start_ns = 1700000000123456789ull;
+    h->start_ns = start_ns();
     std::strcpy(h->program, "test_program");
     h->segment_bytes = 4u << 20;
     h->large_bytes = 1u << 20;
@@ -248,7 +260,7 @@ TEST_CASE("a valid segment reads back exactly") {
   REQUIRE_MESSAGE(s.ok(), s.error);
   CHECK(s.pid == getpid());
   CHECK(s.program == "test_program");
-  CHECK(s.start_ns == 1700000000123456789ull);
+  CHECK(s.start_ns == fake_segment::start_ns());
   CHECK(s.taken_ns > s.start_ns);
   CHECK(s.process_alive);
   REQUIRE(s.class_sizes.size() == tl::kClassCount);
@@ -756,10 +768,15 @@ TEST_CASE("list_segments and remove_stale") {
   CHECK(mine.error.empty());
   CHECK(mine.program == "test_program");
   CHECK(mine.threads_alive == 2);
-  CHECK(mine.start_ns == 1700000000123456789ull);
+  CHECK(mine.start_ns == fake_segment::start_ns());
   CHECK(mine.path == dir.file(me));
+  CHECK_FALSE(mine.stale);
   CHECK(find(dead1).valid);
   CHECK_FALSE(find(dead1).alive);
+  CHECK(find(dead1).stale);
+  CHECK_FALSE(find(parent).stale);
+  CHECK(find(dead2).stale);
+  CHECK_FALSE(find(dead3).stale);  // what remove_stale below removes: dead1 and dead2
   CHECK_FALSE(find(parent).valid);
   CHECK(find(parent).alive);
   CHECK(contains(find(parent).error, "truncated"));
@@ -785,6 +802,25 @@ TEST_CASE("list_segments and remove_stale") {
 
   CHECK(rd::list_segments(dir.path + "/none", &err).empty());
   CHECK(contains(err, "No such file or directory"));
+}
+
+TEST_CASE("a segment older than the process now holding its pid is stale: the pid was reused") {
+  temp_dir dir;
+  const int me = getpid();
+  fake_segment f(me);
+  f.header()->start_ns = 1700000000123456789ull;  // 2023: this process started since
+  f.write(dir.file(me));
+  auto seg = rd::segment::open_pid(me, nullptr, dir.path);
+  REQUIRE(seg != nullptr);
+  CHECK_FALSE(seg->take().process_alive);
+  std::vector<rd::segment_entry> list = rd::list_segments(dir.path);
+  REQUIRE(list.size() == 1);
+  CHECK_FALSE(list[0].alive);
+  CHECK(list[0].stale);
+  CHECK(rd::segment_owner_alive(me, fake_segment::start_ns()));  // made after we started
+  CHECK(rd::segment_owner_alive(me, 0));                         // unknown: kept
+  CHECK(rd::remove_stale(dir.path) == 1);
+  CHECK(rd::list_segments(dir.path).empty());
 }
 
 TEST_CASE("remove_stale keeps a file whose header names a live process") {
