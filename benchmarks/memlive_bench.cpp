@@ -293,6 +293,9 @@ void end(child& c) {
   kill(c.pid, SIGTERM);
   int st = 0;
   waitpid(c.pid, &st, 0);
+  // A profiled child ended by the signal ran no exit handler: its segment's name stays, and
+  // every run would leave one in /dev/shm. Reaped, its pid is not reused yet.
+  unlink(("/dev/shm/livealloc." + std::to_string(c.pid)).c_str());
   if (c.out) std::fclose(c.out);
   c = child();
 }

@@ -92,6 +92,15 @@ def free_pid():
     raise RuntimeError("no free pid")
 
 
+def forget_segment(pid):
+    """A process the test killed leaves its segment (no exit handler ran): remove its name, so
+    test runs do not fill /dev/shm. Only once the process is reaped: the pid is not reused yet."""
+    try:
+        os.unlink("/dev/shm/livealloc.%d" % pid)
+    except FileNotFoundError:
+        pass
+
+
 class Workload:
     def __init__(self, path):
         args = [path] + ["%s:%d:%d:%d" % p for p in PLAN]
@@ -116,6 +125,7 @@ class Workload:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+            forget_segment(self.pid)
 
 
 def snapshot_json(ml, pid):

@@ -783,6 +783,8 @@ def cmd_run_killed(ml, target):
         check(gone, "memlive run killed by SIGKILL: the program (pid %d) ends too" % pid)
         if not gone:
             os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)  # reaped by init meanwhile
+        cli_test.forget_segment(pid)  # its SIGTERM left it
     finally:
         if p.poll() is None:
             p.kill()
