@@ -527,6 +527,15 @@ inline bool parse_value(const char* s, bool is_bool, long long* out) noexcept {
   return true;
 }
 
+// An optional sign, then decimal digits and nothing else.
+inline bool digits_only(const char* s) noexcept {
+  if (*s == '-' || *s == '+') ++s;
+  if (!*s) return false;
+  for (; *s; ++s)
+    if (*s < '0' || *s > '9') return false;
+  return true;
+}
+
 // Handles one "LIVEALLOC_NAME=value" entry of the environment.
 inline void apply_env_entry(const char* entry) noexcept {
   const char* name = entry + 10;  // past "LIVEALLOC_"
@@ -549,7 +558,9 @@ inline void apply_env_entry(const char* entry) noexcept {
   if (strlen(value) > 32)
     problem = "is too long";
   else if (!parse_value(value, o.type[0] == 'b', &v))
-    problem = o.type[0] == 'b' ? "is not 0/1, true/false, yes/no or on/off" : "is not a number";
+    problem = digits_only(value)      ? "is out of range"  // a number too long for 64 bits
+              : o.type[0] == 'b' ? "is not 0/1, true/false, yes/no or on/off"
+                                 : "is not a number";
   else if (v < o.lo || v > o.hi)
     problem = "is out of range";
   message m;
@@ -3596,6 +3607,22 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
   m.uordblks = s.live_bytes - s.large_bytes;
   m.fordblks = s.segment_bytes > m.uordblks ? s.segment_bytes - m.uordblks : 0;
   m.keepcost = s.cached_bytes;
+  return m;
+}
+// The same in int fields, for programs that still call the deprecated mallinfo (else they would
+// read glibc's empty arena). Past the int range a field saturates, where glibc's wraps.
+LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
+  const struct mallinfo2 w = mallinfo2();
+  constexpr std::size_t kIntMax = 2147483647;
+  auto narrow = [](std::size_t v) { return static_cast<int>(v > kIntMax ? kIntMax : v); };
+  struct mallinfo m {};
+  m.arena = narrow(w.arena);
+  m.ordblks = narrow(w.ordblks);
+  m.hblks = narrow(w.hblks);
+  m.hblkhd = narrow(w.hblkhd);
+  m.uordblks = narrow(w.uordblks);
+  m.fordblks = narrow(w.fordblks);
+  m.keepcost = narrow(w.keepcost);
   return m;
 }
 

@@ -98,7 +98,8 @@ TEST_CASE("invalid values warn once, name the variable and the value used, and c
       {"LIVEALLOC_PAGE_RECYCLE=", "LIVEALLOC_PAGE_RECYCLE='' is not a number"},
       {"LIVEALLOC_PAGE_RECYCLE=12x", "LIVEALLOC_PAGE_RECYCLE='12x' is not a number"},
       {"LIVEALLOC_PAGE_RECYCLE=-1", "LIVEALLOC_PAGE_RECYCLE='-1' is out of range [0, 4096]"},
-      {"LIVEALLOC_PAGE_RECYCLE=99999999999999999999999", "is not a number"},
+      {"LIVEALLOC_PAGE_RECYCLE=99999999999999999999999", "is out of range [0, 4096]"},
+      {"LIVEALLOC_HUGEPAGES=99999999999999999999999", "is out of range [0, 1]"},
       {"LIVEALLOC_PAGE_RECYCLE=1111111111111111111111111111111111111111", "is too long"},
       {"LIVEALLOC_REMOTE_BATCH=0", "LIVEALLOC_REMOTE_BATCH='0' is out of range [1, 4096]"},
   };

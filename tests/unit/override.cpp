@@ -208,6 +208,20 @@ TEST_CASE("mallinfo2 reports real numbers") {
   CHECK(mallinfo2().keepcost == 0);
 }
 
+TEST_CASE("the deprecated mallinfo reports the same numbers in ints") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  void* p = malloc(100000);
+  struct mallinfo2 w = mallinfo2();
+  struct mallinfo m = mallinfo();
+#pragma GCC diagnostic pop
+  CHECK(m.uordblks >= 100000);
+  CHECK(static_cast<std::size_t>(m.uordblks) == w.uordblks);
+  CHECK(static_cast<std::size_t>(m.arena) == w.arena);
+  CHECK(static_cast<std::size_t>(m.ordblks) == w.ordblks);
+  free(p);
+}
+
 TEST_CASE("operator new throws std::bad_alloc and the nothrow forms return nullptr") {
   CHECK_THROWS_AS(sink = ::operator new(opaque(SIZE_MAX - 100)), std::bad_alloc);
   CHECK_THROWS_AS(sink = ::operator new[](opaque(SIZE_MAX - 100)), std::bad_alloc);
