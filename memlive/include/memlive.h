@@ -1261,6 +1261,12 @@ inline constexpr int kMaxStreamMs = 60000;
 // Each /api/stream client holds one of the server's 24 worker threads; past this many, a new one
 // gets 503, so /healthz, the API and the page still have workers to answer them.
 inline constexpr int kMaxStreams = 16;
+// A snapshot, /metrics or the history of a process with hundreds of threads is tens of MiB, held
+// until sent (a 21 MB /metrics peaks at 55-75 MB while built): 24 at once took 0.8-1.6 GB. At
+// most this many are built or sent at once; a request that waits for its turn longer than
+// kBigAnswerWaitMs gets 503 with Retry-After.
+inline constexpr int kMaxBigAnswers = 2;
+inline constexpr int kBigAnswerWaitMs = 5000;
 // A stream whose ticks are further apart than this sends an SSE comment (":") at this period, by
 // which it notices a client that went away.
 inline constexpr std::uint64_t kStreamHeartbeatMs = 1000;
@@ -1538,6 +1544,13 @@ class server {
   std::condition_variable stop_cv_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> streams_{0};  // /api/stream clients connected now (kMaxStreams)
+
+  // Big answers (snapshot, /metrics, history) built and being sent now, at most kMaxBigAnswers.
+  std::mutex big_mutex_;
+  std::condition_variable big_cv_;
+  int big_answers_ = 0;
+  bool big_acquire();
+  void big_release();
 };
 
 inline const char* reason_phrase(int code) {
@@ -1725,6 +1738,24 @@ inline int server::handle(mg_connection* conn) {
   const bool known = file || path == "/" || path == "/healthz" || path == "/api/snapshot" ||
                      path == "/metrics" || path == "/api/options" || path == "/api/stream" ||
                      path == "/favicon.ico" || path == "/api/history" || path == "/api/baseline";
+  struct big_turn {  // released when the answer has been sent
+    server* s = nullptr;
+    ~big_turn() {
+      if (s) s->big_release();
+    }
+  } turn;
+  if (get && (path == "/api/snapshot" || path == "/metrics" || path == "/api/history")) {
+    if (!big_acquire()) {
+      r.code = 503;
+      r.body = json_error("busy: " + std::to_string(kMaxBigAnswers) +
+                              " snapshots are being answered; try again",
+                          nullptr);
+      r.headers = "Retry-After: 1\r\n";
+      send(conn, r, head);
+      return r.code;
+    }
+    turn.s = this;
+  }
   if (!known) {
     r.code = 404;
     r.body = json_error("no such endpoint: " + path, nullptr);
@@ -1783,6 +1814,24 @@ inline int server::handle(mg_connection* conn) {
   }
   send(conn, r, head);
   return r.code;
+}
+
+inline bool server::big_acquire() {
+  std::unique_lock<std::mutex> lock(big_mutex_);
+  if (!big_cv_.wait_for(lock, std::chrono::milliseconds(kBigAnswerWaitMs),
+                        [&] { return big_answers_ < kMaxBigAnswers || stopping_.load(); }) ||
+      stopping_.load())
+    return false;
+  ++big_answers_;
+  return true;
+}
+
+inline void server::big_release() {
+  {
+    std::lock_guard<std::mutex> lock(big_mutex_);
+    --big_answers_;
+  }
+  big_cv_.notify_one();
 }
 
 // The checks every POST shares (Origin, Content-Type, length, size cap), then the body. On

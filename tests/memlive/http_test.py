@@ -14,6 +14,7 @@ use exits 8, the process's exit is reported and its last state still served, SIG
 Every failed check is printed; the exit code is 1 if any failed.
 """
 import argparse
+import concurrent.futures
 import http.client
 import json
 import os
@@ -360,6 +361,17 @@ class Stream:
         self.s.close()
 
 
+def check_big_answers(port):
+    """Snapshots, /metrics and history are answered at most 2 at a time: 30 requests at once all
+    get their answer (each waits for its turn), and every turn is given back."""
+    paths = ["/api/snapshot", "/metrics", "/api/history?seconds=1"] * 10
+    with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+        codes = list(pool.map(lambda p: request(port, "GET", p)[0], paths))
+    check(codes.count(200) == len(paths), "30 big answers at once: all 200 (%s)" % codes)
+    codes = [request(port, "GET", p)[0] for p in paths[:9]]  # the turns were all given back
+    check(codes == [200] * 9, "then 9 more one by one: all 200 (%s)" % codes)
+
+
 def check_stream_cap(port):
     # Each stream holds a worker thread: past 16 a new one gets 503 and the rest still answers.
     time.sleep(1.5)  # a stream closed just before is counted until a write to it fails
@@ -556,6 +568,7 @@ def cmd_inprocess(app):
         check_options(port, "the ticker thread reaches slow paths")
         check_malformed(port)
         check_body_checks(port)
+        check_big_answers(port)
         check_stream(port, pid)
         check_endpoints(port, pid, want)  # still serving, same numbers
         check_history(port, pid)
