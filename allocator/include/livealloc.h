@@ -3629,9 +3629,9 @@ LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
 #ifdef LIVEALLOC_PRELOAD
 // _exit and _Exit end the process without the atexit handler that removes the segment's name, so
 // a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind (the
-// parent that glibc's daemon() leaves still does: it calls glibc's internal _exit). Ours remove the name first (only the process that made it:
-// a vfork child has another pid) and then end the process as glibc's do. Both are
-// async-signal-safe, as they must be.
+// parent that glibc's daemon() leaves still does: it calls glibc's internal _exit). Ours remove
+// the name first (only the process that made it: a vfork child has another pid) and then end the
+// process as glibc's do. Both are async-signal-safe, as they must be.
 LIVEALLOC_EXPORT void _exit(int status) {
   livealloc_abi::table_unlink_at_exit();
   for (;;) syscall(SYS_exit_group, status);
