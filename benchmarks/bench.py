@@ -443,6 +443,9 @@ def run_case(case, alloc, args, build_dir):
             wall = "exec_time" if runs > 1 else ("time" if case["kind"] == "clang" else "wall")
             rows += [result_row(w, c, 1, wall, statistics.median(walls) * (1 if runs == 1 else 1e3),
                                 "s" if runs == 1 else "ms"),
+                     # User + system time: on a shared machine far steadier than wall time.
+                     result_row(w, c, 1, "cpu_time", statistics.median(float(s["cpu_s"]) for s in spawns)
+                                * (1 if runs == 1 else 1e3), "s" if runs == 1 else "ms"),
                      result_row(w, c, 1, "peak_rss", max(int(s["maxrss_kib"]) for s in spawns), "KiB"),
                      result_row(w, c, 1, "minflt", statistics.median(int(s["minflt"]) for s in spawns), "faults")]
     if status:

@@ -1,7 +1,7 @@
-// bench_spawn: runs a program N times and prints, per run, its wall time, peak RSS and minor faults
-// as the kernel accounts them for that child alone.
+// bench_spawn: runs a program N times and prints, per run, its wall and CPU time, peak RSS and minor
+// faults as the kernel accounts them for that child alone.
 //
-//   bench_spawn N program [args...]    ->  SPAWN wall_s=... maxrss_kib=... minflt=...
+//   bench_spawn N program [args...]    ->  SPAWN wall_s=... cpu_s=... maxrss_kib=... minflt=...
 //
 // Why a separate, statically linked launcher: a child's ru_maxrss is at least the peak RSS of the
 // process it was forked from (exec keeps the old image's high-water mark), so measuring /bin/true
@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double wall =
         static_cast<double>(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    std::printf("SPAWN wall_s=%.6f maxrss_kib=%ld minflt=%ld\n", wall, ru.ru_maxrss, ru.ru_minflt);
+    const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    std::printf("SPAWN wall_s=%.6f cpu_s=%.6f maxrss_kib=%ld minflt=%ld\n", wall, cpu,
+                ru.ru_maxrss, ru.ru_minflt);
     std::fflush(stdout);
     if (WIFSIGNALED(status)) {
       std::fprintf(stderr, "bench_spawn: %s killed by signal %d\n", argv[2], WTERMSIG(status));
