@@ -210,7 +210,8 @@ struct assignment {
 bool parse_assignment(const std::string& text, assignment* out, std::string* error);
 
 // Checks an assignment against the options a segment publishes: known name, live, 0/1 for a
-// bool, a number for an integer, within [min, max]. The same checks the allocator makes (it has the last word).
+// bool, a number for an integer, within [min, max]. The same checks the allocator makes (it has
+// the last word).
 bool check_assignment(const assignment& a, const std::vector<rd::option_view>& options,
                       std::string* error);
 
@@ -1314,6 +1315,22 @@ struct options_request {
   bool ok() const { return error.empty(); }
 };
 
+// Parses a request body (discarded when malformed, never throws); *twice is the first key of the
+// top-level object that appears more than once (empty when none): a parser keeps only the last.
+inline nlohmann::json parse_json_body(const std::string& body, std::string* twice) {
+  std::set<std::string> names;
+  return nlohmann::json::parse(
+      body,
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
+          const std::string& name = parsed.get_ref<const std::string&>();
+          if (!names.insert(name).second && twice->empty()) *twice = name;
+        }
+        return true;
+      },
+      /*allow_exceptions=*/false);
+}
+
 // Checks a POST /api/options body against the options a segment publishes. Pure: no side
 // effects, so it can be fuzzed and unit-tested.
 inline options_request check_options_body(const std::string& body,
@@ -1328,18 +1345,8 @@ inline options_request check_options_body(const std::string& body,
   };
   // A name given twice would keep only its last value, unchecked the others: refused, as `tune`
   // refuses it.
-  std::set<std::string> names;
   std::string twice;
-  const nlohmann::json j = nlohmann::json::parse(
-      body,
-      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
-          const std::string& name = parsed.get_ref<const std::string&>();
-          if (!names.insert(name).second && twice.empty()) twice = name;
-        }
-        return true;
-      },
-      /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_body(body, &twice);
   if (j.is_discarded()) return fail("malformed JSON", nullptr);
   if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);
   if (!twice.empty()) return fail("option '" + twice + "' given twice; nothing applied", &twice);
@@ -2008,15 +2015,9 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
     std::string body;
     if (response e = read_json_body(conn, &body); e.code != 0) return e;
     if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
-      int keys = 0;  // {"clear":false,"clear":true} is refused, as /api/options refuses a name twice
-      const nlohmann::json j = nlohmann::json::parse(
-          body,
-          [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-            keys += depth == 1 && event == nlohmann::json::parse_event_t::key;
-            return true;
-          },
-          /*allow_exceptions=*/false);
-      bool ok = j.is_object() && keys <= 1;
+      std::string twice;  // {"clear":false,"clear":true}: refused, as /api/options refuses it
+      const nlohmann::json j = detail::parse_json_body(body, &twice);
+      bool ok = j.is_object() && twice.empty();
       if (ok) {
         for (auto it = j.begin(); it != j.end() && ok; ++it)
           ok = it.key() == "clear" && it.value().is_boolean();
@@ -2025,8 +2026,7 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
       if (!ok) {
         r.code = 400;
         const std::string field = "clear";
-        r.body = json_error(j.is_object() && keys > 1
-                                ? "'clear' given twice; nothing done"
+        r.body = json_error(!twice.empty() ? "'" + twice + "' given twice; nothing done"
                                 : "the body must be empty, {} or {\"clear\": true|false}",
                             j.is_object() && !j.empty() ? &field : nullptr);
         return r;

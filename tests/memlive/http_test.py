@@ -73,6 +73,16 @@ def raw(port, data, wait=TIMEOUT):
         s.close()
 
 
+def read_to_close(s):
+    """Everything the server sends on socket s until it closes the connection."""
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
 def get_json(port, path):
     st, h, body = request(port, "GET", path)
     try:
@@ -231,12 +241,7 @@ def check_body_checks(port):
                   b"application/json\r\nContent-Length: %d\r\n\r\n" % (port, len(body) + 50) +
                   body)
         s.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
+        out = read_to_close(s)
     finally:
         s.close()
     check(out.startswith(b"HTTP/1.1 400") and b"Content-Length says" in out,
@@ -260,12 +265,7 @@ def check_body_checks(port):
                 break
             sent += 1
             if select.select([s], [], [], 1.0)[0]:
-                out = s.recv(65536)
-        while out:  # to the close (every response ends the connection)
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
+                out = read_to_close(s)  # every response ends the connection
     finally:
         s.close()
     check(out.startswith(b"HTTP/1.1 408") and b"within 3 s" in out and sent < 30,
