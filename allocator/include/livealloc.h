@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -3628,8 +3629,7 @@ LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
 
 #ifdef LIVEALLOC_PRELOAD
 // _exit and _Exit end the process without the atexit handler that removes the segment's name, so
-// a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind (the
-// parent that glibc's daemon() leaves still does: it calls glibc's internal _exit). Ours remove
+// a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind. Ours remove
 // the name first (only the process that made it: a vfork child has another pid) and then end the
 // process as glibc's do. Both are async-signal-safe, as they must be.
 LIVEALLOC_EXPORT void _exit(int status) {
@@ -3637,6 +3637,30 @@ LIVEALLOC_EXPORT void _exit(int status) {
   for (;;) syscall(SYS_exit_group, status);
 }
 LIVEALLOC_EXPORT void _Exit(int status) noexcept { _exit(status); }
+
+// glibc's daemon() ends the parent with glibc's internal _exit, which ours cannot replace, so the
+// parent's segment would stay behind at every start of a daemon. The same steps as glibc's, with
+// our _exit: fork, the parent ends, the child leads a new session in "/" with its standard streams
+// on /dev/null (which must be the real one: ENODEV otherwise, as in glibc).
+LIVEALLOC_EXPORT int daemon(int nochdir, int noclose) noexcept {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid > 0) _exit(0);
+  if (setsid() < 0) return -1;
+  if (!nochdir) (void)!chdir("/");
+  if (noclose) return 0;
+  const int fd = open("/dev/null", O_RDWR);  // no O_CLOEXEC: it may become stream 0, 1 or 2
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
+    close(fd);
+    errno = ENODEV;
+    return -1;
+  }
+  for (int i = 0; i < 3; ++i) (void)dup2(fd, i);
+  if (fd > 2) close(fd);
+  return 0;
+}
 #endif
 
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }

@@ -497,6 +497,12 @@ inline void sleep_ms(int ms) {
   }
 }
 
+inline std::int64_t monotonic_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
 // The subtracted counters of the live formula, read in a first pass (see snapshot::total).
 constexpr unsigned kSubtracted[] = {telemetry::c_frees, telemetry::c_large_freed_by_others,
                                     telemetry::c_handed_over, telemetry::c_foreign_allocs};
@@ -969,22 +975,25 @@ inline bool segment::set_option(const std::string& name, std::int64_t value, std
   return false;
 }
 
+// Both waits measure the time: a sleep of 1 ms takes longer on a busy machine.
 inline bool segment::wait_validated(std::uint64_t generation, int timeout_ms) const {
-  for (int waited = 0;; ++waited) {
+  const std::int64_t deadline = detail::monotonic_ms() + timeout_ms;
+  for (;;) {
     detail::layout l;
     if (!current(&l, nullptr)) return false;
     if (detail::load_acquire<std::uint64_t>(
             base_, l.control_offset + offsetof(telemetry::control_block, validated_generation)) >=
         generation)
       return true;
-    if (waited >= timeout_ms || !pid_alive(pid_)) return false;
+    if (detail::monotonic_ms() >= deadline || !pid_alive(pid_)) return false;
     detail::sleep_ms(1);
   }
 }
 
 inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) const {
   using S = telemetry::slot_header;
-  for (int waited = 0;; ++waited) {
+  const std::int64_t deadline = detail::monotonic_ms() + timeout_ms;
+  for (;;) {
     detail::layout l;
     if (!current(&l, nullptr)) return false;
     bool all = true;
@@ -994,7 +1003,7 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
             detail::load<std::uint64_t>(base_, l.slot(i) + offsetof(S, applied_generation)) >=
                 generation;
     if (all) return true;
-    if (waited >= timeout_ms || !pid_alive(pid_)) return false;
+    if (detail::monotonic_ms() >= deadline || !pid_alive(pid_)) return false;
     detail::sleep_ms(1);
   }
 }

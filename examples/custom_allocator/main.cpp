@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -191,6 +192,16 @@ bool check(const std::vector<worker_state>& states) {
   return ok;
 }
 
+// A whole decimal number from lo to hi: `--port abc` is an error, not port 0.
+bool parse_number(const char* text, long lo, long hi, long* out) {
+  const char* end = text + std::strlen(text);
+  long v = 0;
+  const std::from_chars_result r = std::from_chars(text, end, v);
+  if (r.ec != std::errc() || r.ptr != end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,7 +212,12 @@ int main(int argc, char** argv) {
       smoke = true;
       opts.port = 0;
     } else if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
-      opts.port = std::atoi(argv[++i]);
+      long port = 0;
+      if (!parse_number(argv[++i], 0, 65535, &port)) {
+        std::fprintf(stderr, "custom_allocator: --port %s: not a port from 0 to 65535\n", argv[i]);
+        return 2;
+      }
+      opts.port = static_cast<int>(port);
     } else {
       std::fprintf(stderr, "usage: %s [--port P] [--smoke]\n", argv[0]);
       return 2;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -140,27 +141,40 @@ void busy(const char* name, std::size_t base) {
   }
 }
 
+// A whole decimal number from lo to hi: `--port abc` is an error, not port 0.
+bool parse_number(const char* text, long lo, long hi, long* out) {
+  const char* end = text + std::strlen(text);
+  long v = 0;
+  const std::from_chars_result r = std::from_chars(text, end, v);
+  if (r.ec != std::errc() || r.ptr != end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 8080;
+  long port = 8080;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) return smoke();
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
-      port = std::atoi(argv[++i]);
+      if (!parse_number(argv[++i], 0, 65535, &port)) {
+        std::fprintf(stderr, "include_and_start: --port %s: not a port from 0 to 65535\n", argv[i]);
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "usage: include_and_start [--port P] | --smoke\n");
       return 2;
     }
   }
   memlive::options o;
-  o.port = port;
+  o.port = static_cast<int>(port);
   const memlive::status st = memlive::start(o);  // prints the URL
   if (!st) {
     std::fprintf(stderr, "include_and_start: %s\n", st.message.c_str());
     if (st.error == memlive::start_error::port_in_use)
       std::fprintf(stderr, "include_and_start: try --port %d, or --port 0 for any free port\n",
-                   port + 1);
+                   static_cast<int>(port) + 1);
     return 1;
   }
   signal(SIGINT, on_signal);

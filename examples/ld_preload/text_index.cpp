@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,16 @@ void build(int t, index_type* out) {
     for (int w = 0; w < kWordsPerDoc; ++w) (*out)[word(t, d, w)].push_back(d);
 }
 
+// A whole decimal number from lo to hi: `--rounds abc` is an error, not 0 rounds.
+bool parse_number(const char* text, long lo, long hi, long* out) {
+  const char* end = text + std::strlen(text);
+  long v = 0;
+  const std::from_chars_result r = std::from_chars(text, end, v);
+  if (r.ec != std::errc() || r.ptr != end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,7 +66,10 @@ int main(int argc, char** argv) {
   bool wait = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
-      rounds = std::atol(argv[++i]);
+      if (!parse_number(argv[++i], 0, 1000000000, &rounds)) {
+        std::fprintf(stderr, "text_index: --rounds %s: not a number from 0 to 1000000000\n", argv[i]);
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--wait") == 0) {
       wait = true;
     } else {

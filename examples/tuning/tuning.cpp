@@ -56,8 +56,13 @@ void expect(bool ok, const char* what) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using livealloc::option_status;
+  if (argc > 1) {  // commands come on stdin; the environment sets options at start
+    std::fprintf(stderr, "tuning: unexpected argument '%s'; usage: [LIVEALLOC_<NAME>=V] %s\n",
+                 argv[1], argv[0]);
+    return 2;
+  }
   std::printf("tuning: options at start (LIVEALLOC_<NAME> environment variables apply here):\n");
   show();
 

@@ -1476,6 +1476,9 @@ class server {
   void stop();
   int port() const { return port_; }
   std::int32_t pid() const { return pid_; }
+  // The program's name in the segment now served (after an exec, the new image's); empty if it
+  // cannot be read.
+  std::string program();
 
   // Request handling (public for civetweb's C callback).
   int handle(mg_connection* conn);
@@ -1634,6 +1637,13 @@ inline bool server::take(rd::snapshot* s, std::string* error) {
   if (s->ok()) return true;
   *error = s->error;
   return false;
+}
+
+inline std::string server::program() {
+  std::lock_guard<std::mutex> lock(seg_mutex_);
+  rd::snapshot s;
+  std::string err;
+  return take(&s, &err) ? s.program : std::string();
 }
 
 inline server::response server::snapshot_response() {

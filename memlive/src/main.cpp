@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -282,7 +283,7 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       a->out = value;
     } else if (arg == "--interval") {
       // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000).
-      if (!parse_number(value, 1, 86400000, &a->interval_ms)) {
+      if (!parse_number(value, 1, std::numeric_limits<int>::max(), &a->interval_ms)) {
         *error = "--interval: '" + value + "' is not a positive number of milliseconds";
         return false;
       }
@@ -519,7 +520,7 @@ bool write_all(int fd, const std::string& s) {
 int cmd_record(const args& a) {
   if (!a.have_pid) return usage_error("record: --pid N is required", kRecordHelp);
   if (a.interval_ms < 0) return usage_error("record: --interval MS is required", kRecordHelp);
-  if (a.interval_ms < 10)
+  if (a.interval_ms < 10 || a.interval_ms > 86400000)
     return usage_error("record: --interval must be from 10 to 86400000 ms", kRecordHelp);
   if (a.out.empty()) return usage_error("record: --out FILE is required", kRecordHelp);
   if (a.count > 0 && a.duration_s > 0)
@@ -896,8 +897,9 @@ int cmd_run(const args& a) {
     }
     usleep(20000);
   }
-  std::printf("memlive: process %d (%s) %s\n", pid, a.program[0].c_str(),
-              describe_status(ws).c_str());
+  std::string name = srv.program();  // after an exec, the image that ran last
+  if (name.empty()) name = a.program[0];
+  std::printf("memlive: process %d (%s) %s\n", pid, name.c_str(), describe_status(ws).c_str());
   if (!a.exit_when_done && !g_stop) {
     std::printf("memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",
                 opts.host.c_str(), st.port);
@@ -908,6 +910,16 @@ int cmd_run(const args& a) {
   srv.stop();
   std::printf("memlive: stopped\n");
   return exit_code_of(ws);
+}
+
+// What was printed must have reached stdout (a full disk, /dev/full): else say so and exit 1. A
+// verb that failed has said why already (snapshot and record check their writes).
+int flushed(const std::string& who, int code) {
+  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+    std::fprintf(stderr, "%s: writing stdout: %s\n", who.c_str(), errno ? strerror(errno) : "error");
+    return 1;
+  }
+  return code;
 }
 
 }  // namespace
@@ -921,12 +933,12 @@ int main(int argc, char** argv) {
   const std::string verb = argv[1];
   if (verb == "--help" || verb == "-h" || verb == "help") {
     std::printf("%s", kUsage);
-    return 0;
+    return flushed("memlive", 0);
   }
   if (verb == "--version") {
     std::printf("memlive %s (telemetry layout version %u)\n", memlive::version_string().c_str(),
                 livealloc::telemetry::kVersion);
-    return 0;
+    return flushed("memlive", 0);
   }
   struct verb_info {
     const char* name;
@@ -960,17 +972,9 @@ int main(int argc, char** argv) {
     }
     if (a.help) {
       std::printf("%s", v.help);
-      return 0;
+      return flushed(std::string("memlive ") + v.name, 0);
     }
-    const int code = v.run(a);
-    // What a verb printed must have reached stdout (a full disk, /dev/full): else say so and
-    // exit 1. A verb that failed has said why already (snapshot and record check their writes).
-    if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-      std::fprintf(stderr, "memlive %s: writing stdout: %s\n", v.name,
-                   errno ? strerror(errno) : "error");
-      return 1;
-    }
-    return code;
+    return flushed(std::string("memlive ") + v.name, v.run(a));
   }
   return usage_error("unknown verb '" + verb + "'", kUsage);
 }

@@ -401,6 +401,8 @@ def check_errors(ml, workload_pid, tmp):
         (["snapshot", "--pid", "abc"], "not a process id"),
         (["record", "--pid", str(workload_pid), "--interval", "5", "--out", "/dev/null"],
          "from 10"),
+        (["record", "--pid", str(workload_pid), "--interval", "86400001", "--out", "/dev/null"],
+         "from 10 to 86400000"),
         (["record", "--pid", str(workload_pid), "--interval", "10"], "--out FILE is required"),
         (["list", "--bogus"], "unknown option"),
         (["tune", "--pid", str(workload_pid)], "at least one name=value"),
@@ -504,7 +506,8 @@ def check_errors(ml, workload_pid, tmp):
 
     # Output that cannot be written is an error, not a silent exit 0.
     for verb in (["list"], ["tune", "--pid", str(workload_pid), "remote_batch=32"],
-                 ["snapshot", "--pid", str(workload_pid)]):
+                 ["snapshot", "--pid", str(workload_pid)], ["--help"], ["--version"],
+                 ["list", "--help"]):
         with open("/dev/full", "w") as full:
             r = subprocess.run([ml] + verb, stdout=full, stderr=subprocess.PIPE, text=True,
                                timeout=TIMEOUT)
@@ -545,6 +548,7 @@ def cmd_cli(ml, wl):
         check_tune_gone(ml, wl)
         check_record(ml, w.pid, tmp)
         check_errors(ml, w.pid, tmp)
+        check_run_exec_name(ml)
 
         # Record until the process exits: a final sample, and the exit reported.
         out = os.path.join(tmp, "until-exit.jsonl")
@@ -566,6 +570,15 @@ def cmd_cli(ml, wl):
     finally:
         w.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_run_exec_name(ml):
+    """run: a program that execs another names the image that ran last when it exits."""
+    r = run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
+             "exec python3 -c 'import time; time.sleep(1.5)'"])
+    check(r.returncode == 0 and "(python3) exited with status 0" in r.stdout,
+          "run: sh that execs python3 ends as python3 (%d: %s)" % (r.returncode,
+                                                                   r.stdout.strip()[-200:]))
 
 
 def cmd_permission(ml):

@@ -24,8 +24,8 @@ _ZnwmSt11align_val_t _ZnamSt11align_val_t
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
 _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t
 _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
-_exit _Exit
-""".split()  # _exit and _Exit: they remove the telemetry segment's name first
+_exit _Exit daemon
+""".split()  # _exit, _Exit and daemon: they remove the telemetry segment's name first
 
 # The allow-list: what else may be exported, and why.
 ALLOWED_PREFIXES = (

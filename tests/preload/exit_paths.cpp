@@ -1,9 +1,8 @@
 // Under LD_PRELOAD=liblivealloc.so with LIVEALLOC_PROFILE=1: every way a process can end without
 // exit() must still remove its segment's name, or /dev/shm fills with stale livealloc.<pid>
-// files (a program that forks and _exits, as daemon() does, would leave one at every start;
-// glibc's daemon() itself calls glibc's internal _exit, which no preload reaches, so it is not
-// tested here). A vfork child that calls _exit must leave
-// its parent's alone. Exits 0 when all holds, 1 with a line per failure.
+// files (a program that forks and _exits, or calls daemon(), would leave one at every start).
+// A vfork child that calls _exit must leave its parent's alone. Exits 0 when all holds, 1 with a
+// line per failure.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +80,37 @@ int main() {
   check(!exists(segment_of(middle)), "daemon(): the process that forked and _exited left no segment");
   char c = 0;
   check(read(fds[0], &c, 1) == 1, "daemon(): the process it left behind goes on");
+  close(fds[0]);
+
+  // daemon() itself (the preload's: glibc's ends the parent with its internal _exit). The daemon
+  // reports through a pipe that it runs in a new session in "/" with stdin on /dev/null, and
+  // that it has a segment of its own.
+  if (pipe(fds) != 0) return 1;
+  const pid_t starter = fork();
+  if (starter == 0) {
+    close(fds[0]);
+    const int keep = dup(fds[1]);  // daemon() puts /dev/null on 0-2 only
+    if (daemon(0, 0) != 0) _exit(2);
+    char cwd[8] = {};
+    struct stat null_st, in_st;
+    const bool ok = getsid(0) == getpid() && getcwd(cwd, sizeof cwd) && std::string(cwd) == "/" &&
+                    stat("/dev/null", &null_st) == 0 && fstat(0, &in_st) == 0 &&
+                    in_st.st_rdev == null_st.st_rdev && exists(segment_of(getpid()));
+    const std::string line = std::to_string(getpid()) + (ok ? " ok" : " bad");
+    (void)!write(keep, line.data(), line.size());
+    std::exit(0);
+  }
+  close(fds[1]);
+  waitpid(starter, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "daemon(): the call succeeded");
+  check(!exists(segment_of(starter)), "daemon(): the process that called it left no segment");
+  char buf[64] = {};
+  std::string report;
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  check(report.size() > 3 && report.compare(report.size() - 3, 3, " ok") == 0,
+        "daemon(): the daemon runs in a session of its own, in /, on /dev/null, with a segment (" +
+            report + ")");
 
   // A vfork child shares the parent's memory and has its own pid: its _exit removes nothing.
   const pid_t v = vfork();
