@@ -222,6 +222,9 @@ std::vector<segment_entry> list_segments(const std::string& dir = "/dev/shm",
 // whose pid, from the name or from the header, is alive (segment_owner_alive), a symbolic link or
 // a non-regular file. Returns how many files were removed.
 int remove_stale(const std::string& dir = "/dev/shm");
+// The same for the one file livealloc.<pid> of `dir`: whether it was there, stale, and removed
+// (memlive run, once the program it started has ended, killed by a signal for instance).
+bool remove_stale_segment(int pid, const std::string& dir = "/dev/shm");
 
 // Whether the process that made a segment (its header's pid and start_ns) still runs: pid_alive,
 // and the process now holding that pid did not start well after the segment did. Pids are
@@ -1073,18 +1076,19 @@ inline int remove_stale(const std::string& dir) {
     if (detail::pid_from_name(e->d_name) > 0) names.emplace_back(e->d_name);
   closedir(d);
   int removed = 0;
-  for (const std::string& name : names) {
-    const int pid = detail::pid_from_name(name);
-    const std::string path = dir + "/" + name;
-    struct stat st;
-    if (!detail::sweepable(path, pid, &st)) continue;
-    // Unlink only the file checked (not one a new process with this pid just created).
-    struct stat now;
-    if (lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
-        detail::sweepable(path, pid, &st) && ::unlink(path.c_str()) == 0)
-      ++removed;
-  }
+  for (const std::string& name : names)
+    if (remove_stale_segment(detail::pid_from_name(name), dir)) ++removed;
   return removed;
+}
+
+inline bool remove_stale_segment(int pid, const std::string& dir) {
+  const std::string path = dir + "/livealloc." + std::to_string(pid);
+  struct stat st;
+  if (!detail::sweepable(path, pid, &st)) return false;
+  // Unlink only the file checked (not one a new process with this pid just created).
+  struct stat now;
+  return lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+         detail::sweepable(path, pid, &st) && ::unlink(path.c_str()) == 0;
 }
 
 }  // namespace reader

@@ -867,6 +867,7 @@ int cmd_run(const args& a) {
     usleep(10000);
   }
   if (!seg) {
+    rd::remove_stale_segment(pid, a.dir);  // in case it published just before it ended
     std::printf("memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
                 pid, a.program[0].c_str(), describe_status(ws).c_str());
     std::fflush(stdout);
@@ -899,6 +900,9 @@ int cmd_run(const args& a) {
   }
   std::string name = srv.program();  // after an exec, the image that ran last
   if (name.empty()) name = a.program[0];
+  // A program that a signal ended (our SIGTERM at Ctrl-C, a kill -9) left its segment's name:
+  // ours to remove, it is our child. The server keeps the segment mapped, last state and all.
+  rd::remove_stale_segment(pid, a.dir);
   std::printf("memlive: process %d (%s) %s\n", pid, name.c_str(), describe_status(ws).c_str());
   if (!a.exit_when_done && !g_stop) {
     std::printf("memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",

@@ -803,6 +803,29 @@ def cmd_run_killed(ml, target):
             p.kill()
             p.wait()
 
+    # Ctrl-C: memlive ends the program with SIGTERM, which leaves the program's segment; memlive
+    # removes it once the program is reaped, and still serves the last state until it stops.
+    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         env=env)
+    try:
+        m, lines = read_until(p, r"serving process (\d+) ")
+        if not check(m, "memlive run prints the URL (%s)" % lines):
+            return
+        pid = int(m.group(1))
+        segment = "/dev/shm/livealloc.%d" % pid
+        check(os.path.exists(segment), "run: the program publishes %s" % segment)
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=TIMEOUT)
+        check(rc == 128 + signal.SIGTERM and not os.path.exists(segment),
+              "run: Ctrl-C ends the program by SIGTERM (exit %d) and removes its segment (%s)" %
+              (rc, "left" if os.path.exists(segment) else "gone"))
+        cli_test.forget_segment(pid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
 
 def cmd_run(ml, target):
     env = dict(os.environ, LD_PRELOAD="")
