@@ -925,7 +925,10 @@ static_assert(kExitedOffset + kClasses * sizeof(class_counters) <= kSlotsOffset)
 struct table_state {
   std::uint8_t* base = nullptr;
   std::size_t size = 0;
-  int fd = -1;
+  int fd = -1;       // the segment's file while it may still need a name (see table_create)
+  dev_t dev = 0;     // that file's identity: a program may close a descriptor it did not open,
+  ino_t ino = 0;     // and the number then names one of its own files (see table_fd_ours)
+  bool file = false;  // the segment is a file in /dev/shm (else anonymous memory)
   int fork_fd = -1;  // between fork_prepare and the fork's end: the child's copy of the segment
   void* fork_copy = nullptr;  // the same copy in anonymous memory, when the file could not be made
   std::uint32_t slots = 0;
@@ -1918,22 +1921,48 @@ inline void table_format(std::uint8_t* base) noexcept {
   g_proc = hdr;
 }
 
-// At process start, before any heap exists.
+// Whether g_table.fd is still the segment's file. A program may close descriptors it did not open
+// (closerange before an exec, bash's `exec 3>file`), and the number may then name one of its own
+// files, which we must neither close nor map.
+inline bool table_fd_ours() noexcept {
+  struct stat st;
+  return g_table.fd >= 0 && fstat(g_table.fd, &st) == 0 && st.st_dev == g_table.dev &&
+         st.st_ino == g_table.ino;
+}
+
+// Makes `fd` (a segment file, or -1) the one g_table keeps.
+inline void table_keep_fd(int fd) noexcept {
+  struct stat st;
+  g_table.fd = fd;
+  g_table.dev = fd >= 0 && fstat(fd, &st) == 0 ? st.st_dev : 0;
+  g_table.ino = fd >= 0 && fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+// At process start, before any heap exists. The segment is a file in /dev/shm that gets its name
+// when profiling is enabled. The preloaded library cannot be enabled later (nothing calls
+// telemetry::enable() in it), so without LIVEALLOC_PROFILE=1 it takes anonymous memory: no file,
+// no descriptor the program would see, nothing copied at a fork.
 inline void table_create() noexcept {
   g_table.slots = static_cast<std::uint32_t>(option(opt_telemetry_slots));
   g_table.size = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes +
                  std::size_t(g_table.slots) * g_table.slots * sizeof(std::uint64_t);
-  g_table.fd = table_file(g_table.size);
+#ifdef LIVEALLOC_PRELOAD
+  const bool want_file = option(opt_profile) != 0;
+#else
+  const bool want_file = true;
+#endif
+  table_keep_fd(want_file ? table_file(g_table.size) : -1);
   void* base = nullptr;
   if (g_table.fd >= 0) {
     add(g_fallback_header.mmap_calls, 1);
     base = mmap(nullptr, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED, g_table.fd, 0);
     if (base == MAP_FAILED) {
       close(g_table.fd);
-      g_table.fd = -1;
+      table_keep_fd(-1);
       base = nullptr;
     }
   }
+  g_table.file = base != nullptr;
   if (!base) base = os_map(g_table.size);  // no /dev/shm: private memory, no profiling
   if (!base) return;                        // heaps then come from the metadata arena
   g_table.base = static_cast<std::uint8_t*>(base);
@@ -1949,7 +1978,7 @@ inline bool process_init() noexcept;
 // Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value.
 inline int table_enable() noexcept {
   if (!process_init()) return ENOMEM;
-  if (g_table.fd < 0) return g_table.base ? ENOTSUP : ENOMEM;
+  if (!g_table.file) return g_table.base ? ENOTSUP : ENOMEM;
   bool register_atexit = false;
   int result = 0;
   {
@@ -1963,10 +1992,14 @@ inline int table_enable() noexcept {
     message self;
     self << "/proc/self/fd/" << static_cast<long long>(g_table.fd);
     self.buf[self.len] = 0;
-    int r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
-    if (r != 0 && errno == EEXIST) {  // left by a dead process that had our pid
-      unlink(g_table.path);
+    int r = -1;
+    errno = EBADF;  // the program closed our descriptor: the file can have no name any more
+    if (table_fd_ours()) {
       r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+      if (r != 0 && errno == EEXIST) {  // left by a dead process that had our pid
+        unlink(g_table.path);
+        r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+      }
     }
     if (r != 0) {
       result = errno;
@@ -1974,6 +2007,11 @@ inline int table_enable() noexcept {
       g_table.linked = true;
       register_atexit = !g_table.atexit_registered;
       g_table.atexit_registered = true;
+#ifdef LIVEALLOC_PRELOAD
+      // Named for good (nothing disables it in the preload): the descriptor is not needed.
+      close(g_table.fd);
+      table_keep_fd(-1);
+#endif
     }
   }
   if (register_atexit) {  // may allocate: outside the lock
@@ -2006,7 +2044,7 @@ inline int table_disable() noexcept {
 inline void table_fork_prepare() noexcept {
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
-  if (!g_table.base || g_table.fd < 0) return;
+  if (!g_table.base || !g_table.file) return;
   int fd = table_file(g_table.size);
   const std::size_t slots = g_table.slots;
   const std::size_t next = g_table.next_slot.load();
@@ -2048,7 +2086,7 @@ inline void table_fork_parent() noexcept {
   g_table.fork_copy = nullptr;
 }
 inline void table_fork_child() noexcept {
-  if (!g_table.base || g_table.fd < 0) return;
+  if (!g_table.base || !g_table.file) return;
   int fd = g_table.fork_fd;
   void* anon = g_table.fork_copy;
   g_table.fork_fd = -1;
@@ -2064,12 +2102,18 @@ inline void table_fork_child() noexcept {
       // No copy at all (the OS refused even anonymous memory): a private view of the parent's
       // file at least keeps the child's writes out of it, though what the parent changed since
       // the fork shows through until the child writes the page.
-      mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
-           g_table.fd, 0);
+      const int parent = table_fd_ours() ? g_table.fd
+                         : g_table.linked ? open(g_table.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                                          : -1;
+      if (parent >= 0)
+        mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, parent,
+             0);
+      if (parent >= 0 && parent != g_table.fd) close(parent);
     }
   }
-  close(g_table.fd);
-  g_table.fd = fd;
+  if (table_fd_ours()) close(g_table.fd);
+  table_keep_fd(fd);
+  g_table.file = fd >= 0;
   g_table.linked = false;
   g_table.lock.word.store(0, std::memory_order_relaxed);
   g_proc->pid = getpid();
