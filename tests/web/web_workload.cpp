@@ -9,6 +9,8 @@
 //   cache     frees what worker-0 hands over
 //   ticker    allocates and frees 9 blocks of 256 KiB every 5 ms, for ever, so the allocator
 //             reaches a slow path and applies tuning requests
+//   swing     holds 64 blocks of 16 KiB (1 MiB) for 200 ms, then none for 200 ms, for ever: its
+//             row moves in the thread table sorted by live bytes (the focus test)
 // The threads stay alive (parked) after their work. Prints "ready <pid>" once the fixed work is
 // done; exits at end of input (or SIGTERM).
 #include <pthread.h>
@@ -115,10 +117,22 @@ void ticker() {
   }
 }
 
+void swing() {
+  name("swing");
+  while (!g_stop.load()) {
+    void* p[64];
+    for (void*& q : p) q = must_malloc(16 * 1024);
+    usleep(200000);
+    for (void* q : p) std::free(q);
+    usleep(200000);
+  }
+}
+
 }  // namespace
 
 int main() {
   std::thread t_ticker(ticker);
+  std::thread t_swing(swing);
   std::thread t_cache(cache);
   std::thread t_worker(worker);
   std::thread t_in0(ingest, "ingest-0", 48, 1000, 0);
@@ -134,7 +148,7 @@ int main() {
     g_stop = true;
   }
   g_park_cv.notify_all();
-  for (std::thread* t : {&t_ticker, &t_cache, &t_worker, &t_in0, &t_in1}) t->join();
+  for (std::thread* t : {&t_ticker, &t_swing, &t_cache, &t_worker, &t_in0, &t_in1}) t->join();
   for (void* p : g_kept) std::free(p);
   return 0;
 }

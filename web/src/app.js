@@ -10,14 +10,16 @@
   const intFormat = new Intl.NumberFormat("en-US");
   const oneDecimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 });
   const fmtInt = (n) => intFormat.format(Math.round(n));
+  // One decimal below 100 of the unit, whole numbers from 100 to 1023; a value that would round
+  // to 1,024 of a unit is shown in the next one (1,048,575 B: "1.0 MiB", not "1,024 KiB").
   function fmtBytes(n) {
     const neg = n < 0;
     let v = Math.abs(n);
     if (v < 1024) return (neg ? "-" : "") + fmtInt(v) + " B";
-    const units = ["KiB", "MiB", "GiB", "TiB"];
+    const units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let u = -1;
-    while (v >= 1024 && u < units.length - 1) { v /= 1024; ++u; }
-    return (neg ? "-" : "") + (v < 100 ? oneDecimal.format(v) : fmtInt(v)) + " " + units[u];
+    while ((v >= 1024 || (u >= 0 && Math.round(v) >= 1024)) && u < units.length - 1) { v /= 1024; ++u; }
+    return (neg ? "-" : "") + (v < 99.95 ? oneDecimal.format(v) : fmtInt(v)) + " " + units[u];
   }
   function fmtDuration(ms) {
     if (ms < 0) ms = 0;
@@ -28,6 +30,7 @@
     const h = Math.floor(m / 60);
     return h + " h " + String(m % 60).padStart(2, "0") + " min";
   }
+  const fmtSignedBytes = (n) => (n > 0 ? "+" : n < 0 ? "\u2212" : "") + fmtBytes(Math.abs(n));
   const fmtRate = (n) => (n >= 100 ? fmtInt(n) : oneDecimal.format(n));
   const fmtPercent = (x) => oneDecimal.format(100 * x) + " %";
 
@@ -71,7 +74,7 @@
     const n = sizes.length;
     const cls = [];
     for (let c = 0; c < n; ++c)
-      cls.push({ cls: c, size: sizes[c], units: units[c] || 0, liveBlocks: 0, live: 0, peak: 0, cached: 0, allocs: 0,
+      cls.push({ cls: c, size: sizes[c], units: units[c] || 0, liveBlocks: 0, live: 0, peak: 0, free: 0, allocs: 0,
         requested: 0, taken: 0, released: 0, kept: 0, inUse: 0, reserved: 0, threads: 0, maxPeak: 0, frag: null });
     const add = (r) => {
       const k = cls[r[0]];
@@ -100,22 +103,25 @@
         k.kept += r[C.pages_kept];
         k.inUse += r[C.pages_in_use];
         k.reserved += r[C.reserved_blocks];
-        if (c > 0) k.cached += Math.max(0, r[C.reserved_blocks] - Math.max(0, lb)) * k.size;
+        if (c > 0) k.free += Math.max(0, r[C.reserved_blocks] - Math.max(0, lb)) * k.size;
         if (r[C.allocs] > 0 && t.state === "alive") {
           k.threads += 1;
           k.maxPeak = Math.max(k.maxPeak, r[C.peak_live]);
         }
         cells.set(c, { live: c === 0 ? 0 : lb * k.size, liveBlocks: lb, allocs: r[C.allocs] });
       }
-      threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, name: t.name || "(unnamed)",
-        state: t.state, memlive: t.memlive === true, live, large, allocs, frees, remote, cells,
-        applied: t.applied_generation, rate: 0, raw: t });
+      // The overflow slot is shared by the threads that found no slot of their own. A thread
+      // still "alive" in the last state of a process that exited has ended with it.
+      const overflow = t.state === "overflow";
+      threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, overflow,
+        name: overflow ? "overflow slot (" + fmtInt(s.process.overflow_threads || 0) + " threads)" : t.name || "(unnamed)",
+        state: t.state === "alive" && s.alive === false ? "ended" : t.state, memlive: t.memlive === true,
+        live, large, allocs, frees, remote, cells, applied: t.applied_generation, rate: 0, raw: t });
     }
     for (const r of s.exited) add(r);
     for (const k of cls) {
       if (k.cls === 0) {
         k.live = s.process.large_bytes || 0;
-        k.cached = s.process.cached_bytes || 0;
         k.peak = Math.max(k.peak, k.live);
       } else {
         k.live = k.liveBlocks * k.size;
@@ -147,10 +153,12 @@
         if (b !== undefined) m.rate = Math.max(0, m.blocks - b) / dt;
       }
     }
-    let cached = 0;
-    for (const k of cls) cached += k.cached;
+    // "free in spans": blocks the threads' spans hold ready and unused; not the process's
+    // cached_bytes (large and segment caches), which the header shows as "cached".
+    let free = 0;
+    for (const k of cls) free += k.free;
     return { s, t, uptime: (s.taken_ns - s.start_ns) / 1e6, classes: cls, threads, bySlot, matrix,
-      live: s.process.live_bytes, cached, aliveThreads: threads.filter((x) => x.state === "alive").length };
+      live: s.process.live_bytes, free, aliveThreads: threads.filter((x) => x.state === "alive").length };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -158,12 +166,13 @@
   const state = {
     mode: "connecting", // live | paused | reconnecting | exited | replay | connecting
     interval: 0,          // stream interval in ms; 0: the server's (memlive --interval)
-    source: null,
     current: null,        // derived sample on screen (live or replayed)
     last: null,           // last derived live sample (rates)
     sinceBaseline: null,  // derived ?since=baseline sample while the baseline is on
     baseline: false,
     baselineTaken: 0,
+    baselineBusy: false,  // a POST /api/baseline in flight (a second press waits for it)
+    needHistory: false,   // load /api/history once the first stream sample is drawn
     selection: null,      // {kind: "thread"|"class", key, label}
     series: [],           // compact samples for the chart: {x, total, threads: Map, classes: []}
     epoch: 0,             // bumped whenever series is replaced rather than extended
@@ -175,24 +184,39 @@
   };
   const MAX_POINTS = 3000;
   // Where the time goes, per section (ms, cumulative), for web/tests/perf.mjs and the console.
-  const stats = { renders: 0, totalMs: 0, maxMs: 0, last: [], sections: {} };
+  const stats = { renders: 0, totalMs: 0, maxMs: 0, last: [], sections: {}, events: 0, samples: 0 };
   window.memliveStats = stats;
 
   function compact(d) {
     const threads = new Map();
     for (const x of d.threads) threads.set(x.key, x.live);
-    return { x: d.uptime / 1000, t: d.t, total: d.live, threads, classes: d.classes.map((k) => k.live),
+    return { x: d.uptime / 1000, t: d.t, pid: d.s.pid, dead: d.s.alive === false, gen: d.s.control ? d.s.control.generation : 0,
+      total: d.live, threads, classes: d.classes.map((k) => k.live),
       cls: d.classes.map((k) => [k.taken, k.released, k.kept, k.inUse, k.reserved, k.threads, k.liveBlocks]),
       large: d.s.process.large_bytes || 0, mmaps: d.s.process.mmap_calls || 0 };
   }
 
+  // Appends point p to a series unless it is not newer than the last one (history and stream
+  // overlap) or repeats the state of a process that exited (the server keeps sending its last
+  // state: one point marks the end, the rest would draw a flat line as if it still ran).
+  function appendPoint(series, p) {
+    const last = series[series.length - 1];
+    if (last && (p.t <= last.t || (p.dead && last.dead))) return;
+    series.push(p);
+  }
   function pushSample(d) {
-    if (state.pid !== null && d.s.pid !== state.pid) { state.series = []; state.epoch += 1; }
+    if (state.pid !== null && d.s.pid !== state.pid) newProcess();
     state.pid = d.s.pid;
-    const last = state.series[state.series.length - 1];
-    if (last && d.t <= last.t) return; // already have it (history and stream overlap)
-    state.series.push(compact(d));
+    appendPoint(state.series, compact(d));
     if (state.series.length > MAX_POINTS) state.series.splice(0, state.series.length - MAX_POINTS);
+  }
+  // Another process behind the same server (memlive restarted on the port): nothing of the old
+  // one applies.
+  function newProcess() {
+    state.series = [];
+    state.epoch += 1;
+    state.pending.clear();
+    for (const row of optionRows.values()) { setMsg(row, "", ""); row.input.removeAttribute("aria-invalid"); }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -204,76 +228,160 @@
     $("conn").textContent = detail ? text + " (" + detail + ")" : text;
     $("conn-dot").className = "dot " + m;
     document.body.dataset.mode = m;
+    for (const row of optionRows.values()) row.input.disabled = row.fixed || m === "replay";
+    $("tuning-replay").hidden = m !== "replay";
   }
 
-  function showNotice(text) {
+  // `source` names what the notice is about, so that it is cleared only by that ("stream": the
+  // connection, cleared by the next sample).
+  function showNotice(text, source) {
     const n = $("notice");
     n.textContent = text || "";
     n.hidden = !text;
+    n.dataset.source = text ? source || "" : "";
   }
 
-  function acceptLive(s) {
+  function acceptLive(s, raw) {
     const err = checkSnapshot(s);
     if (err) { showNotice("The server sent an unexpected snapshot: " + err); return; }
     let d;
     const t0 = performance.now();
     try { d = derive(s, state.last && state.last.s.pid === s.pid ? state.last : null); }
     catch (e) { showNotice("Cannot read the snapshot: " + e.message); return; }
+    d.raw = raw;
     state.last = d;
     pushSample(d);
     stats.sections.derive = (stats.sections.derive || 0) + performance.now() - t0;
+    if (state.needHistory) {
+      state.needHistory = false;
+      loadHistory(raw.length).catch((e) => showNotice("The history could not be loaded: " + e.message));
+    }
     if (state.mode === "paused" || state.mode === "replay") return;
     state.current = d;
-    setMode(s.alive === false ? "exited" : "live");
+    if (stream.ctl) setMode(s.alive === false ? "exited" : "live"); // not when it came before a failure
     if (state.baseline) fetchSince();
-    schedule();
+    scheduleData();
   }
 
-  async function loadHistory() {
-    // The server keeps at least 150 s (600 samples, one per 250 ms or more): ask for all of it.
-    const r = await fetch("/api/history?seconds=150");
+  // Fetched after the first stream sample is drawn, and no more of it than about 12 MB of JSON:
+  // the server keeps up to 150 s at up to 4 samples a second, which for 300 threads (360 KB a
+  // sample) is 200 MB to parse and derive. The chart then shows the history before the stream.
+  const HISTORY_BYTES = 12e6;
+  async function loadHistory(sampleBytes) {
+    const seconds = Math.max(1, Math.min(150, Math.floor(HISTORY_BYTES / (4 * Math.max(1, sampleBytes)))));
+    const r = await fetch("/api/history?seconds=" + seconds);
     if (!r.ok) throw new Error("GET /api/history: HTTP " + r.status);
     const samples = await r.json();
-    for (const s of samples) if (!checkSnapshot(s)) acceptHistory(s);
-  }
-  function acceptHistory(s) {
-    const d = derive(s, state.last && state.last.s.pid === s.pid ? state.last : null);
-    state.last = d;
-    pushSample(d);
+    if (state.mode === "replay" || !Array.isArray(samples)) return;
+    const points = [];
+    for (const s of samples)
+      if (!checkSnapshot(s) && s.pid === state.pid) points.push(compact(derive(s, null)));
+    const merged = [];
+    for (const p of points.concat(state.series).sort((a, b) => a.t - b.t)) appendPoint(merged, p);
+    state.series = merged.slice(-MAX_POINTS);
+    state.epoch += 1;
+    scheduleData();
   }
 
+  // The stream is read with fetch, not EventSource: EventSource gives up for good on an answer
+  // other than 200 (the server's 503 when 16 streams are open) without saying why. Only the
+  // newest event is kept (stream.raw, its JSON text): it is parsed and derived when the page
+  // draws, so events that arrive faster than the page can draw them (300 threads: 360 KB each,
+  // 12 a second) are dropped unparsed instead of piling up. Rates do not suffer: they come from
+  // the taken_ns of the samples that were drawn.
+  const stream = { ctl: null, raw: null, retry: 0, failures: 0 };
   function openStream() {
     closeStream();
-    const es = new EventSource(state.interval ? "/api/stream?interval_ms=" + state.interval : "/api/stream");
-    state.source = es;
-    es.onmessage = (ev) => {
-      let s;
-      const t0 = performance.now();
-      try { s = JSON.parse(ev.data); } catch (e) { showNotice("A stream event is not JSON: " + e.message); return; }
-      stats.sections.parse = (stats.sections.parse || 0) + performance.now() - t0;
-      if (state.mode === "reconnecting") showNotice("");
-      acceptLive(s);
-    };
-    es.onerror = () => {
-      if (state.source !== es) return;
-      if (state.mode !== "paused" && state.mode !== "replay") setMode("reconnecting");
-    };
+    const ctl = new AbortController();
+    stream.ctl = ctl;
+    readStream(ctl).catch((e) => streamFailed(ctl, "the stream broke: " + e.message));
   }
   function closeStream() {
-    if (state.source) { state.source.close(); state.source = null; }
+    if (stream.ctl) { const ctl = stream.ctl; stream.ctl = null; ctl.abort(); }
+    clearTimeout(stream.retry);
+    stream.retry = 0;
+    stream.raw = null;
+  }
+  async function readStream(ctl) {
+    let r;
+    try {
+      r = await fetch(state.interval ? "/api/stream?interval_ms=" + state.interval : "/api/stream",
+        { signal: ctl.signal, cache: "no-store" });
+    } catch (e) { return streamFailed(ctl, "cannot reach memlive"); }
+    if (!r.ok) {
+      let why = "HTTP " + r.status;
+      try { const j = await r.json(); if (j && j.error) why = j.error; } catch (e) { /* not JSON */ }
+      const after = Number(r.headers.get("Retry-After"));
+      return streamFailed(ctl, (r.status === 503 ? "the server has too many viewers: " : "") + why, after > 0 ? after * 1000 : 0);
+    }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      let chunk;
+      try { chunk = await reader.read(); } catch (e) { return streamFailed(ctl, "the connection to memlive was lost"); }
+      if (stream.ctl !== ctl) return;
+      if (chunk.done) return streamFailed(ctl, "the server closed the stream");
+      buf += chunk.value;
+      const end = buf.lastIndexOf("\n\n");
+      if (end < 0) continue;
+      const events = buf.slice(0, end).split("\n\n");
+      buf = buf.slice(end + 2);
+      for (const e of events) if (e.startsWith("data:")) stats.events += 1; // drawn: stats.samples
+      for (let k = events.length - 1; k >= 0; --k) {
+        const ev = sseEvent(events[k]);
+        if (!ev) continue; // a comment (the server's heartbeat)
+        if (ev.type === "error") {
+          let why = ev.data;
+          try { why = JSON.parse(ev.data).error || why; } catch (e) { /* keep the text */ }
+          showNotice("The server: " + why, "stream");
+        } else {
+          stream.raw = ev.data;
+          if (stream.failures) { stream.failures = 0; if ($("notice").dataset.source === "stream") showNotice(""); }
+          requestFrame();
+        }
+        break; // older events in this batch are superseded
+      }
+    }
+  }
+  // One Server-Sent Event's type and data (its data lines joined), or null for a comment.
+  function sseEvent(text) {
+    let type = "message", data = null;
+    for (const line of text.split("\n")) {
+      if (line.startsWith("data:")) {
+        const v = line.slice(line[5] === " " ? 6 : 5);
+        data = data === null ? v : data + "\n" + v;
+      } else if (line.startsWith("event:")) type = line.slice(6).trim();
+    }
+    return data === null ? null : { type, data };
+  }
+  // Any end of the stream but closeStream's: say why and try again, after the server's
+  // Retry-After or 1, 2, 4 ... 30 s.
+  function streamFailed(ctl, why, afterMs) {
+    if (stream.ctl !== ctl) return; // closed on purpose (pause, interval, replay)
+    stream.ctl = null;
+    stream.failures += 1;
+    const wait = afterMs || Math.min(30000, 1000 * 2 ** Math.min(5, stream.failures - 1));
+    setMode("reconnecting", why);
+    showNotice("No new samples: " + why + ". Trying again in " + fmtInt(wait / 1000) + " s.", "stream");
+    stream.retry = setTimeout(() => { stream.retry = 0; if (state.mode === "reconnecting") openStream(); }, wait);
+  }
+  function takeSample() {
+    const raw = stream.raw;
+    stream.raw = null;
+    let s;
+    const t0 = performance.now();
+    try { s = JSON.parse(raw); } catch (e) { showNotice("A stream event is not JSON: " + e.message); return; }
+    stats.sections.parse = (stats.sections.parse || 0) + performance.now() - t0;
+    stats.samples += 1;
+    acceptLive(s, raw);
   }
 
-  async function goLive() {
+  function goLive() {
     setMode("connecting");
     showNotice("");
-    try {
-      await loadHistory();
-      await refreshBaseline();
-    } catch (e) {
-      setMode("reconnecting", e.message);
-    }
-    if (state.last) { state.current = state.last; schedule(); }
+    state.needHistory = true;
     openStream();
+    refreshBaseline();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -293,9 +401,9 @@
     }
   }
 
-  async function postJSON(path, body) {
-    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body) });
+  const postJSON = (path, body) => postText(path, JSON.stringify(body));
+  async function postText(path, body) {
+    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body });
     let j = null;
     try { j = await r.json(); } catch (e) { j = null; }
     return { status: r.status, ok: r.ok, body: j };
@@ -303,23 +411,33 @@
 
   $("baseline").addEventListener("click", toggleBaseline);
   async function toggleBaseline() {
-    if (state.mode === "replay") return;
+    if (state.mode === "replay" || state.baselineBusy) return; // a second press waits for the first
+    state.baselineBusy = true;
+    $("baseline").setAttribute("aria-busy", "true");
     const clearing = state.baseline;
-    if (clearing) {
-      // No ?since=baseline request may reach the server after the clear (it would get a 409,
-      // which the browser logs as an error): stop asking, and let the one in flight finish.
-      state.baseline = false;
-      await sinceDone;
+    try {
+      if (clearing) {
+        // No ?since=baseline request may reach the server after the clear (it would get a 409,
+        // which the browser logs as an error): stop asking, and let the one in flight finish.
+        state.baseline = false;
+        await sinceDone;
+      }
+      let r;
+      try { r = await postJSON("/api/baseline", clearing ? { clear: true } : {}); }
+      catch (e) { r = { ok: false, body: { error: "memlive does not answer (" + e.message + ")" } }; }
+      if (!r.ok) {
+        if (clearing) state.baseline = true;
+        showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status));
+        return;
+      }
+      if ($("notice").textContent.startsWith("Baseline: ")) showNotice("");
+      setBaseline(r.body.baseline, r.body.taken_ns);
+      if (state.baseline) await fetchSince();
+      schedule();
+    } finally {
+      state.baselineBusy = false;
+      $("baseline").removeAttribute("aria-busy");
     }
-    const r = await postJSON("/api/baseline", clearing ? { clear: true } : {});
-    if (!r.ok) {
-      if (clearing) state.baseline = true;
-      showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status));
-      return;
-    }
-    setBaseline(r.body.baseline, r.body.taken_ns);
-    if (state.baseline) await fetchSince();
-    schedule();
   }
   function setBaseline(on, taken) {
     state.baseline = !!on;
@@ -330,11 +448,13 @@
       new Date(state.baselineTaken / 1e6).toLocaleTimeString() + ")" : "Baseline: off";
   }
   async function refreshBaseline() {
-    const r = await fetch("/api/baseline");
-    if (!r.ok) return;
-    const j = await r.json();
-    setBaseline(j.baseline, j.taken_ns);
-    if (state.baseline) await fetchSince();
+    try {
+      const r = await fetch("/api/baseline");
+      if (!r.ok) return;
+      const j = await r.json();
+      setBaseline(j.baseline, j.taken_ns);
+      if (state.baseline) await fetchSince();
+    } catch (e) { /* the stream reports the connection */ }
   }
   let sinceInFlight = false;
   let sinceDone = Promise.resolve();  // settles when the ?since=baseline request in flight ends
@@ -350,9 +470,26 @@
       if (r.status === 409) { setBaseline(false, 0); return; } // another client cleared it
       if (!r.ok) return;
       const s = await r.json();
-      if (!checkSnapshot(s)) { state.sinceBaseline = derive(s, null); schedule(); }
+      if (checkSnapshot(s) || !state.baseline) return;
+      // Rates come from consecutive live samples: the change since the baseline grows at the
+      // same rate as the totals.
+      state.sinceBaseline = derive(s, null);
+      if (state.last) copyRates(state.last, state.sinceBaseline);
+      scheduleData();
     } catch (e) { /* the stream's error handler reports the connection */ }
     finally { sinceInFlight = false; }
+  }
+
+  function copyRates(from, to) {
+    const threads = new Map(from.threads.map((x) => [x.key, x]));
+    for (const x of to.threads) {
+      const f = threads.get(x.key);
+      if (!f) continue;
+      x.rate = f.rate;
+      for (const [c, cell] of x.cells) { const fc = f.cells.get(c); cell.rate = fc ? fc.rate : 0; }
+    }
+    const matrix = new Map(from.matrix.map((m) => [m.from + ">" + m.owner, m.rate]));
+    for (const m of to.matrix) m.rate = matrix.get(m.from + ">" + m.owner) || 0;
   }
 
   $("interval").addEventListener("change", () => {
@@ -373,32 +510,40 @@
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
-  const exportName = (d, ext) => "memlive-" + d.s.pid + "-" + d.s.taken_ns + "." + ext;
+  // taken_ns and start_ns are nanoseconds since the epoch, above 2^53: a JavaScript number
+  // loses their last digits, so exports copy them from the sample's JSON text as received.
+  const rawNs = (d, name) => {
+    const m = d.raw && new RegExp('"' + name + '":(\\d+)').exec(d.raw);
+    return m ? m[1] : String(d.s[name]);
+  };
+  const exportName = (d, ext) => "memlive-" + d.s.pid + "-" + rawNs(d, "taken_ns") + "." + ext;
   $("export-json").addEventListener("click", () => {
     const d = state.current;
     if (!d) return showNotice("Nothing to export yet.");
-    download(exportName(d, "json"), "application/json", JSON.stringify(d.s) + "\n");
+    download(exportName(d, "json"), "application/json", (d.raw || JSON.stringify(d.s)) + "\n");
   });
   function csvField(v) {
     const s = String(v);
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
   // The same columns as `memlive snapshot --format csv` (memlive/README.md).
-  function toCSV(s) {
+  function toCSV(d) {
+    const s = d.s;
+    const taken = rawNs(d, "taken_ns");
     const idx = counterIndex(s);
     const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
     for (const t of s.threads)
       for (const r of t.classes)
-        lines.push([s.taken_ns, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
+        lines.push([taken, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
           ...r.slice(1), liveOf(r, idx)].join(","));
     for (const r of s.exited)
-      lines.push([s.taken_ns, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), liveOf(r, idx)].join(","));
+      lines.push([taken, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), liveOf(r, idx)].join(","));
     return lines.join("\r\n") + "\r\n";
   }
   $("export-csv").addEventListener("click", () => {
     const d = state.current;
     if (!d) return showNotice("Nothing to export yet.");
-    download(exportName(d, "csv"), "text/csv", toCSV(d.s));
+    download(exportName(d, "csv"), "text/csv", toCSV(d));
   });
 
   // ---------------------------------------------------------------------------------------------
@@ -419,7 +564,7 @@
       }
       const err = checkSnapshot(s);
       if (err) return showNotice(f.name + ", line " + (i + 1) + ": " + err + "; nothing loaded");
-      samples.push(s);
+      samples.push({ s, raw: line });
     }
     if (!samples.length) return showNotice(f.name + " holds no samples; nothing loaded");
     startReplay(f.name, samples);
@@ -433,7 +578,11 @@
     state.epoch += 1;
     state.pid = null;
     let prev = null;
-    const samples = raw.map((s) => { prev = derive(s, prev && prev.s.pid === s.pid ? prev : null); return prev; });
+    const samples = raw.map(({ s, raw: text }) => {
+      prev = derive(s, prev && prev.s.pid === s.pid ? prev : null);
+      prev.raw = text;
+      return prev;
+    });
     for (const d of samples) pushSample(d);
     state.replay = { name, samples, pos: samples.length - 1, timer: null };
     $("replay-controls").hidden = false;
@@ -616,7 +765,10 @@
       if (td.dataset.value !== v) td.dataset.value = v;
     }
   }
+  // Moving a row (insertBefore) takes the keyboard focus away from it: the focused row (or the
+  // control in it) gets it back after the update, wherever the sort put it.
   function syncRows(tbody, items, key, make, fill) {
+    const focused = tbody.contains(document.activeElement) ? document.activeElement : null;
     const existing = new Map();
     for (const tr of tbody.children) existing.set(tr.dataset.key, tr);
     let i = 0;
@@ -629,6 +781,7 @@
       ++i;
     }
     for (const tr of existing.values()) tr.remove();
+    if (focused && focused !== document.activeElement && tbody.contains(focused)) focused.focus({ preventScroll: true });
   }
   function makeRow(k, ncells, classes, onSelect) {
     const tr = document.createElement("tr");
@@ -677,8 +830,11 @@
   }
 
   const classLabel = (k) => (k.cls === 0 ? "large" : String(k.cls));
+  // Under a baseline the tables show changes: signed, so that "-231 KiB" reads as a drop.
+  const bytesIn = (d) => (d === state.sinceBaseline ? fmtSignedBytes : fmtBytes);
   function renderClasses(d) {
-    const items = sorter("classes", d.classes.filter((k) => k.allocs > 0 || k.live > 0 || k.cached > 0).slice());
+    const fb = bytesIn(d);
+    const items = sorter("classes", d.classes.filter((k) => k.allocs > 0 || k.live > 0 || k.free > 0).slice());
     const tbody = document.querySelector("#classes tbody");
     syncRows(tbody, items, (k) => String(k.cls),
       (k, key) => makeRow(key, 7, ["num", "num", "num", "num", "num", "num", "num"], () =>
@@ -687,9 +843,9 @@
         const td = tr.children;
         setCell(td[0], classLabel(k), k.cls);
         setCell(td[1], k.cls === 0 ? "> 256 KiB" : fmtBytes(k.size), k.size);
-        setCell(td[2], fmtBytes(k.live), k.live);
+        setCell(td[2], fb(k.live), k.live);
         setCell(td[3], fmtBytes(k.peak), k.peak);
-        setCell(td[4], fmtBytes(k.cached), k.cached);
+        setCell(td[4], k.cls === 0 ? "-" : fmtBytes(k.free), k.cls === 0 ? "" : k.free);
         setCell(td[5], fmtInt(k.allocs), k.allocs);
         setCell(td[6], k.frag === null ? "-" : fmtPercent(k.frag), k.frag === null ? "" : k.frag);
         const sel = state.selection && state.selection.kind === "class" && state.selection.key === k.cls;
@@ -699,8 +855,8 @@
   }
 
   function renderThreads(d) {
-    const showExited = $("show-exited").checked;
-    const items = sorter("threads", d.threads.filter((x) => showExited || x.state === "alive").slice());
+    const fb = bytesIn(d);
+    const items = sorter("threads", d.threads.filter(shownThread).slice());
     const tbody = document.querySelector("#threads tbody");
     syncRows(tbody, items, (x) => x.key,
       (x, key) => {
@@ -713,21 +869,30 @@
       (tr, x) => {
         const td = tr.children;
         setCell(td[0], x.memlive ? x.name + " [memlive]" : x.name, x.name);
-        setCell(td[1], String(x.tid), x.tid);
+        setCell(td[1], x.overflow ? "-" : String(x.tid), x.tid);
         const badge = td[2].firstChild;
-        if (badge.textContent !== x.state) { badge.textContent = x.state; badge.className = "badge " + x.state; }
+        const label = x.overflow ? "shared" : x.state;
+        if (badge.textContent !== label) { badge.textContent = label; badge.className = "badge " + x.state; }
         td[2].dataset.value = x.state;
-        setCell(td[3], fmtBytes(x.live) + (x.large ? " + " + fmtInt(x.large) + " large" : ""), x.live);
+        setCell(td[3], fb(x.live) + (x.large ? " + " + fmtInt(x.large) + " large" : ""), x.live);
         setCell(td[4], fmtInt(x.allocs), x.allocs);
         setCell(td[5], fmtInt(x.frees), x.frees);
         setCell(td[6], fmtRate(x.rate), x.rate);
         setCell(td[7], fmtInt(x.remote), x.remote);
-        tr.classList.toggle("exited", x.state !== "alive");
+        tr.classList.toggle("exited", x.state !== "alive" && !x.overflow);
         const sel = state.selection && state.selection.kind === "thread" && state.selection.key === x.key;
         tr.setAttribute("aria-selected", String(!!sel));
       });
     markSort("threads");
+    const sel = state.selection;
+    if (sel && sel.kind === "thread") { // say so when the charted thread is gone
+      const x = d.threads.find((t) => t.key === sel.key);
+      setText("selection-label", "total and " + sel.label + (!x || x.state === "alive" || x.overflow ? "" :
+        " (" + (x.state === "ended" ? "ended with the process" : x.state) + ")"));
+    }
   }
+  // Exited threads on request; the overflow slot and the threads of an exited process always.
+  const shownThread = (x) => x.state !== "exited" || $("show-exited").checked;
   $("show-exited").addEventListener("change", () => { state.dirty = true; schedule(); });
 
   function threadName(d, slot) {
@@ -755,8 +920,7 @@
   function renderHeat(d) {
     const canvas = $("heat");
     const metric = $("heat-metric").value;
-    const showExited = $("show-exited").checked;
-    const rows = d.threads.filter((x) => showExited || x.state === "alive");
+    const rows = d.threads.filter(shownThread);
     const used = new Set();
     for (const x of rows) for (const [c, cell] of x.cells) if (cell.allocs > 0 || cell.liveBlocks > 0) used.add(c);
     const cols = [...used].sort((a, b) => a - b);
@@ -892,7 +1056,7 @@
       input.inputMode = "numeric";
       input.autocomplete = "off";
       input.value = String(o.effective);
-      input.disabled = !o.live;
+      input.disabled = !o.live || state.mode === "replay";
       input.setAttribute("aria-describedby", id + "-doc " + id + "-msg");
       const msg = document.createElement("span");
       msg.className = "msg";
@@ -905,38 +1069,52 @@
       form.appendChild(div);
       input.addEventListener("keydown", (e) => {
         if (e.key === "Enter") { e.preventDefault(); submitOption(o.name, input.value); }
-        if (e.key === "Escape") { input.value = input.dataset.effective || input.value; input.dataset.dirty = ""; }
+        if (e.key === "Escape") { // back to the value in force, and no stale error
+          input.value = input.dataset.effective || input.value;
+          input.dataset.dirty = "";
+          input.removeAttribute("aria-invalid");
+          setMsg(optionRows.get(o.name), "", "");
+        }
       });
       input.addEventListener("input", () => { input.dataset.dirty = "1"; });
       input.addEventListener("change", () => { if (input.dataset.dirty) submitOption(o.name, input.value); });
-      optionRows.set(o.name, { div, input, msg, doc });
+      optionRows.set(o.name, { div, input, msg, doc, fixed: !o.live, sending: false });
     }
   }
   function setMsg(row, kind, text) {
     row.msg.className = "msg " + kind;
     row.msg.textContent = text;
   }
+  // A JSON number as typed ("8.0", "1e3", "99999999999999999999") is sent as that number, byte
+  // for byte (JSON.stringify of a Number would send 1e+20); true/false as booleans; anything
+  // else as a string, so that the server's own validation (and its message) decides.
+  const JSON_NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
   async function submitOption(name, text) {
     const row = optionRows.get(name);
+    if (state.mode === "replay") return; // the inputs are disabled; a late change event
     const trimmed = String(text).trim();
-    // Send what was typed: a number as a number, anything else as it is, so the server's own
-    // validation (and its message) decides.
-    let value = trimmed;
-    if (/^-?\d+$/.test(trimmed)) value = Number(trimmed);
-    else if (trimmed === "true" || trimmed === "false") value = trimmed === "true";
     row.input.dataset.dirty = "";
+    if (!trimmed) {
+      row.input.setAttribute("aria-invalid", "true");
+      setMsg(row, "error", "type a value (Escape puts back the one in force)");
+      return;
+    }
+    const value = JSON_NUMBER.test(trimmed) ? trimmed : trimmed === "true" || trimmed === "false" ? trimmed
+      : JSON.stringify(trimmed);
     state.pending.delete(name); // a new request supersedes the one being followed
     setMsg(row, "pending", "sending…");
+    row.sending = true; // a sample arriving meanwhile must not put the old value back in the field
     let r;
-    try { r = await postJSON("/api/options", { [name]: value }); }
+    try { r = await postText("/api/options", "{" + JSON.stringify(name) + ":" + value + "}"); }
     catch (e) { setMsg(row, "error", "not sent: " + e.message); return; }
+    finally { row.sending = false; }
     if (!r.ok) {
       row.input.setAttribute("aria-invalid", "true");
       setMsg(row, "error", (r.body && r.body.error) || "HTTP " + r.status);
       return;
     }
     row.input.removeAttribute("aria-invalid");
-    state.pending.set(name, { value: r.body.applied ? r.body.applied[name] : value,
+    state.pending.set(name, { value: r.body.applied ? r.body.applied[name] : Number(trimmed),
       generation: r.body.generation, posted: performance.now() });
     setMsg(row, "pending", "sent (generation " + r.body.generation + "), waiting for the allocator…");
     if (state.current) updateTuning(state.current);
@@ -958,7 +1136,7 @@
       if (row.doc.textContent !== doc) row.doc.textContent = doc;
       row.input.dataset.effective = String(o.effective);
       if (document.activeElement !== row.input && !row.input.dataset.dirty && row.input.value !== String(o.effective)
-          && !state.pending.has(o.name) && row.input.getAttribute("aria-invalid") !== "true")
+          && !row.sending && !state.pending.has(o.name) && row.input.getAttribute("aria-invalid") !== "true")
         row.input.value = String(o.effective);
       const p = state.pending.get(o.name);
       if (!p || state.mode === "replay") continue;
@@ -993,9 +1171,11 @@
     const series = state.series;
     const now = series[series.length - 1];
     const recs = [];
-    if (now && series.length >= 2) {
-      let first = series.length - 1;
-      while (first > 0 && now.t - series[first - 1].t <= REC_WINDOW_MS) --first;
+    // The window starts again when a tuning change is made (generation), so that a suggestion
+    // is not made again from samples taken before the change it asked for.
+    let first = series.length - 1;
+    while (first > 0 && now.t - series[first - 1].t <= REC_WINDOW_MS && series[first - 1].gen === now.gen) --first;
+    if (now && first < series.length - 1) {
       const old = series[first];
       const seconds = Math.max(0.001, (now.t - old.t) / 1000);
       $("rec-window").textContent = fmtDuration(now.t - old.t);
@@ -1098,10 +1278,37 @@
 
   // ---------------------------------------------------------------------------------------------
   // Rendering: at most once per frame, whatever the rate of samples.
-  let frame = 0;
-  function schedule() {
-    if (frame) return;
-    frame = requestAnimationFrame(() => { frame = 0; render(); });
+  // A frame takes the newest stream sample (if one came) and draws. New data is drawn at most
+  // once per frame, and no sooner than twice the last frame's cost after it: with hundreds of
+  // threads a frame costs tens of ms, and the page keeps two thirds of the main thread for the
+  // user. What the user does (sort, select, theme, replay) is drawn at the next frame.
+  let frame = 0, timer = 0, inFrame = false, wanted = false, urgent = false, nextAt = 0;
+  function schedule() { wanted = true; urgent = true; requestFrame(); }
+  function scheduleData() { wanted = true; requestFrame(); }
+  function requestFrame() {
+    if (frame || inFrame) return;
+    const wait = urgent ? 0 : nextAt - performance.now();
+    if (wait > 1) {
+      if (!timer) timer = setTimeout(() => { timer = 0; requestFrame(); }, wait);
+      return;
+    }
+    clearTimeout(timer);
+    timer = 0;
+    frame = requestAnimationFrame(onFrame);
+  }
+  function onFrame() {
+    frame = 0;
+    inFrame = true;
+    const t0 = performance.now();
+    try {
+      if (stream.raw !== null) takeSample();
+      if (wanted) { wanted = false; urgent = false; render(); }
+    } finally {
+      inFrame = false;
+    }
+    const t1 = performance.now();
+    nextAt = t1 + 2 * (t1 - t0);
+    if (wanted || stream.raw !== null) requestFrame();
   }
   function setText(id, text) { const e = $(id); if (e.textContent !== text) e.textContent = text; }
   // Render cost, for web/tests/perf.mjs (and anyone curious, from the console).
@@ -1120,6 +1327,13 @@
     stats.last.push(ms);
     if (stats.last.length > 1000) stats.last.shift();
   }
+  function lastAliveUptime(pid) {
+    for (let i = state.series.length - 1; i >= 0; --i) {
+      const p = state.series[i];
+      if (p.pid === pid && !p.dead) return p.x * 1000;
+    }
+    return null;
+  }
   function renderNow() {
     const live = state.current;
     if (!live) return;
@@ -1127,12 +1341,19 @@
     const s = live.s;
     setText("f-program", s.program || "?");
     setText("f-pid", String(s.pid));
-    setText("f-uptime", fmtDuration(live.uptime));
-    setText("f-threads", fmtInt(live.aliveThreads));
+    // A process that exited: the server keeps sending its last state with a later taken_ns;
+    // its uptime is the one of its last sample taken alive (unknown if none was seen).
+    const uptime = s.alive === false ? lastAliveUptime(s.pid) : live.uptime;
+    setText("f-uptime", uptime === null ? "-" : fmtDuration(uptime));
+    const overflow = s.process.overflow_threads || 0;
+    setText("f-threads", fmtInt(live.aliveThreads) + (overflow ? " + " + fmtInt(overflow) + " overflow" : ""));
+    setText("threads-overflow", overflow ? "+" + fmtInt(overflow) + " thread" + (overflow > 1 ? "s" : "") +
+      " (since the start) found no slot of their own and share the overflow slot" : "");
     setText("f-live", fmtBytes(s.process.live_bytes));
     setText("f-resident", s.process.resident_bytes ? fmtBytes(s.process.resident_bytes) : "-");
     setText("f-committed", fmtBytes(s.process.committed_bytes));
-    setText("f-cached", fmtBytes(live.cached));
+    setText("f-cached", fmtBytes(s.process.cached_bytes || 0));
+    setText("f-free", fmtBytes(live.free));
     document.title = "memlive · " + (s.program || "") + " " + s.pid;
     timed("classes", () => renderClasses(d));
     timed("threads", () => renderThreads(d));

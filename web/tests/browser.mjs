@@ -82,6 +82,15 @@ function check(ok, what, detail) {
   if (!ok) failures += 1;
 }
 const info = (what) => console.log("      " + what);
+// The page's byte format (web/README.md), to compare what it shows with a snapshot.
+function fmtBytes(n) {
+  const int = (x) => Math.round(x).toLocaleString("en-US");
+  if (n < 1024) return int(n) + " B";
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+  let v = n, u = -1;
+  while ((v >= 1024 || (u >= 0 && Math.round(v) >= 1024)) && u < units.length - 1) { v /= 1024; ++u; }
+  return (v < 99.95 ? v.toFixed(1) : int(v)) + " " + units[u];
+}
 
 // --- the server and the workload -------------------------------------------------------------
 const server = spawn(memlive, ["run", "--port", "0", "--interval", "100", "--lib", lib, "--", workload],
@@ -101,7 +110,7 @@ async function until(what, fn, ms = 20000) {
   }
 }
 
-let ctx = null, userDir = null, exitCode = 1;
+let ctx = null, userDir = null, exitCode = 1, server2 = null;
 try {
   const port = await until("memlive run to print its URL and the workload to be ready", () => {
     const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(serverOut);
@@ -186,6 +195,24 @@ try {
   })).catch(() => null);
   check(selected && selected.startsWith("ingest-0"), "selecting a thread adds its live bytes to the chart", selected);
 
+  // The keyboard focus stays on its row when an update moves the row: `swing` goes from 0 to
+  // 1 MiB live and back, so the table sorted by live bytes moves it up and down.
+  await page.evaluate(() => {
+    const tr = document.querySelector("#threads tbody tr:has(td.name[data-value='swing'])");
+    window.__moves = 0;
+    new MutationObserver((records) => {
+      for (const r of records) for (const n of r.addedNodes) if (n === tr) window.__moves += 1;
+    }).observe(tr.parentNode, { childList: true });
+    tr.focus();
+  });
+  const moves = await until("the swing row to move twice", () => page.evaluate(() => (window.__moves >= 2 ? window.__moves : null))).catch(() => 0);
+  const focusKept = await page.evaluate(() => {
+    const a = document.activeElement;
+    return a && a.tagName === "TR" && a.querySelector("td.name").dataset.value === "swing";
+  });
+  check(moves >= 2 && focusKept, "a focused row keeps the focus when the live sort moves it (" + moves + " moves)");
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+
   // 3. Tuning: a good value reaches the process; a bad one shows the server's error and changes nothing.
   const input = page.locator("#opt-page_recycle");
   await input.fill("7");
@@ -216,6 +243,28 @@ try {
   const pr = after.options.find((o) => o.name === "page_recycle");
   check(pr.effective === 7 && pr.requested === 7 && after.control.generation === genBefore,
     "the invalid values changed nothing in the process", JSON.stringify({ pr, gen: after.control.generation, genBefore }));
+  // Escape after a rejected value: back to the value in force, without the error.
+  const escaped = await page.evaluate(() => {
+    const i = document.getElementById("opt-page_recycle");
+    return { value: i.value, invalid: i.getAttribute("aria-invalid"), msg: document.getElementById("opt-page_recycle-msg").textContent };
+  }).then(async (before) => {
+    await input.press("Escape");
+    return page.evaluate(() => {
+      const i = document.getElementById("opt-page_recycle");
+      return { value: i.value, invalid: i.getAttribute("aria-invalid"), msg: document.getElementById("opt-page_recycle-msg").textContent };
+    }).then((now) => ({ before, now }));
+  });
+  check(escaped.before.invalid === "true" && escaped.now.value === "7" && escaped.now.invalid === null && escaped.now.msg === "",
+    "Escape after a rejected value restores the value in force and clears the error", JSON.stringify(escaped));
+  await input.fill(" ");
+  await input.press("Enter");
+  check(/type a value/.test(await page.textContent("#opt-page_recycle-msg")) && cliSnapshot().control.generation === genBefore,
+    "an empty value is refused in the page with its own message");
+  // Numbers written as the server accepts them ("8.0", a whole float) are sent as numbers.
+  await input.fill("8.0");
+  await input.press("Enter");
+  const eight = await until("page_recycle = 8", () => (effective().effective === 8 ? true : null)).catch(() => false);
+  check(eight, "'8.0' typed in the panel is sent as the number 8 and applied");
 
   // Recommendations: with page_recycle 0 the ticker gives its 256 KiB spans back and takes them
   // again every 5 ms; the page must notice and suggest keeping them, and Apply must set it.
@@ -252,6 +301,11 @@ try {
       td.children[4].dataset.value === "0" ? "0" : null;
   })).catch(() => null);
   check(sinceAllocs === "0", "with a baseline, a thread that did nothing since shows 0 allocations");
+  const baselineRate = await until("the ticker's rate under the baseline", () => page.evaluate(() => {
+    const tr = document.querySelector("#threads tbody tr:has(td.name[data-value='ticker'])");
+    return tr && Number(tr.children[6].dataset.value) > 0 ? tr.children[6].textContent : null;
+  })).catch(() => null);
+  check(baselineRate !== null, "with a baseline, the allocation rates are still computed (ticker: " + baselineRate + "/s)");
   await page.click("#baseline");
   check(!(await until("baseline off", async () => (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => false)) === false,
     "the baseline button clears the baseline");
@@ -266,6 +320,23 @@ try {
   const pausedPoints = await points();
   check((await page.evaluate(() => document.body.dataset.mode)) === "paused" && pausedPoints === pausedAt,
     "key p pauses: the view stops moving", JSON.stringify({ pausedAt, pausedPoints }));
+  // Paused, the header and an export show the same sample: "cached" is the process's
+  // cached_bytes (as in /metrics), and the export keeps the nanosecond timestamps exact.
+  {
+    const [d] = await Promise.all([page.waitForEvent("download"), page.click("#export-json")]);
+    const text = fs.readFileSync(await d.path(), "utf8");
+    const shown = JSON.parse(text);
+    const cached = await page.textContent("#f-cached");
+    check(cached === fmtBytes(shown.process.cached_bytes) && (await page.textContent("#f-free")) !== "-",
+      "the header's 'cached' is the process's cached_bytes; the spans' free blocks are 'free in spans'",
+      JSON.stringify({ cached, cached_bytes: shown.process.cached_bytes }));
+    // A double holds a nanosecond time since the epoch to 256 ns: the page's numbers would
+    // round every one of these; the exported text must keep them as the server wrote them.
+    const ns = [...text.matchAll(/"(?:taken|start)_ns":(\d+)/g)].map((m) => m[1]);
+    const exact = ns.filter((v) => v !== "0" && BigInt(Number(v)) !== BigInt(v));
+    check(ns.length > 2 && exact.length > 0 && d.suggestedFilename().includes(/"taken_ns":(\d+)/.exec(text)[1]),
+      "Export JSON keeps taken_ns and start_ns exact (" + exact.length + " of " + ns.length + " beyond a double's precision)");
+  }
   await page.locator("body").press("p");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "key p resumes");
@@ -273,6 +344,20 @@ try {
   const p50 = await points();
   const moving = await until("points at 50 ms", async () => ((await points()) > p50 + 5 ? true : null)).catch(() => false);
   check(moving, "changing the stream interval keeps the chart moving");
+
+  // Events arriving while the page is busy are not queued up: after 2 s of a blocked main thread
+  // (40 events at 50 ms) the page parses only the newest one or two.
+  const lag = await page.evaluate(async () => {
+    const st = window.memliveStats;
+    const before = { samples: st.samples, events: st.events };
+    const end = performance.now() + 2000;
+    while (performance.now() < end) { /* busy, as when drawing 300 threads */ }
+    await new Promise((r) => setTimeout(r, 0));
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return { events: st.events - before.events, samples: st.samples - before.samples };
+  });
+  check(lag.events >= 5 && lag.samples <= 3, "a busy page skips to the newest sample instead of falling behind (" +
+    lag.events + " events, " + lag.samples + " parsed)", JSON.stringify(lag));
 
   // 4. Export JSON and CSV.
   const [dl] = await Promise.all([page.waitForEvent("download"), page.click("#export-json")]);
@@ -296,6 +381,8 @@ try {
   check((await page.evaluate(() => document.body.dataset.mode)) === "replay", "a recorded file switches the page to replay");
   check((await page.textContent("#replay-info")) === "5 / 5", "the replay holds the 5 recorded samples",
     await page.textContent("#replay-info"));
+  check(await page.isDisabled("#opt-page_recycle") && await page.isDisabled("#baseline") && await page.isVisible("#tuning-replay"),
+    "during a replay the tuning inputs and the baseline are disabled, with a note why");
   // The chart is redrawn at the next animation frame, which a loaded machine can delay.
   await page.waitForFunction(() => window.Chart.getChart("chart-live").data.datasets[0].data.length === 5,
     null, { timeout: 10000 }).catch(() => {});
@@ -311,18 +398,56 @@ try {
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
+  check(!(await page.isDisabled("#opt-page_recycle")) && !(await page.isVisible("#tuning-replay")),
+    "back to live, the tuning inputs are enabled again");
 
   // Themes, then the screenshot artefact.
   await page.click("#theme");
   check((await page.evaluate(() => document.documentElement.dataset.theme)) === "dark", "the theme button switches to dark");
   await page.click("#theme");
   await page.click("#theme");
+
+  // Phones: nothing wider than the screen (the tables and the heat map scroll in their cards).
+  for (const width of [320, 375]) {
+    await page.setViewportSize({ width, height: 800 });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const wide = await page.evaluate(() => ({ page: document.documentElement.scrollWidth,
+      cards: [...document.querySelectorAll(".card, .top, .toolbar")].filter((e) => e.getBoundingClientRect().right > innerWidth + 0.5)
+        .map((e) => e.querySelector("h2") ? e.querySelector("h2").textContent : e.className) }));
+    check(wide.page <= width && wide.cards.length === 0, "at " + width + " px the page does not scroll sideways", JSON.stringify(wide));
+  }
+  await page.setViewportSize({ width: 1400, height: 1000 });
   await page.waitForTimeout(300);
   const shot = path.join(out, "page.png");
   await page.screenshot({ path: shot, fullPage: true });
   check(fs.statSync(shot).size > 10000, "a screenshot was written: " + shot);
 
   check(consoleErrors.length === 0, "no console errors", consoleErrors.join("\n      "));
+
+  // Every stream slot taken (16): a new tab gets 503, says why, and goes live once slots free.
+  {
+    const held = [];
+    for (let i = 0; i < 20; ++i) {
+      const ctl = new AbortController();
+      const r = await fetch(base + "/api/stream?interval_ms=1000", { signal: ctl.signal });
+      if (r.status === 503) { await r.text(); break; }
+      held.push(ctl);
+    }
+    const tab = await ctx.newPage();
+    await tab.goto(base + "/");
+    const busy = await until("the new tab to report the full server", () => tab.evaluate(() => {
+      const n = document.getElementById("notice");
+      return document.body.dataset.mode === "reconnecting" && !n.hidden ? n.textContent : null;
+    })).catch(() => null);
+    check(busy && /too many viewers/.test(busy) && /too many streams/.test(busy) && /again in 5 s/.test(busy),
+      "with every stream slot taken, the page says the server has too many viewers and when it retries", busy);
+    for (const ctl of held) ctl.abort();
+    const back = await until("the new tab to go live", () => tab.evaluate(() =>
+      document.body.dataset.mode === "live" && document.getElementById("notice").hidden ? true : null), 30000).catch(() => false);
+    check(back, "once a slot is free the page goes live by itself");
+    await tab.close();
+    await page.bringToFront();
+  }
 
   // The workload ends: the page says so and keeps its last state; the server goes: reconnecting.
   server.stdin.end();
@@ -334,7 +459,62 @@ try {
   await serverExit;
   const gone = await until("the page to notice the server went away", () => page.evaluate(() =>
     document.body.dataset.mode === "reconnecting" ? true : null)).catch(() => false);
-  check(gone, "when the server stops the page shows 'reconnecting'");
+  check(gone, "when the server stops the page shows 'reconnecting'",
+    await page.evaluate(() => document.body.dataset.mode + ": " + document.getElementById("conn").textContent));
+  const pageErrors = [];
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  await page.locator("body").press("b");
+  const down = await until("the baseline error", async () => {
+    const t = (await page.isVisible("#notice")) ? await page.textContent("#notice") : "";
+    return /^Baseline: memlive does not answer/.test(t) ? t : null;
+  }).catch(() => null);
+  check(down && pageErrors.length === 0, "key b while memlive is down shows an error (no unhandled rejection)", down || pageErrors.join("; "));
+
+  // 6. More threads than telemetry slots, then a program killed: the same workload with 4 slots
+  // (3 threads and the overflow slot) for its 7 threads.
+  server2 = spawn(memlive, ["run", "--port", "0", "--interval", "100", "--lib", lib, "--", workload],
+    { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, LIVEALLOC_TELEMETRY_SLOTS: "4" } });
+  let out2 = "";
+  server2.stdout.on("data", (b) => { out2 += b; });
+  server2.stderr.on("data", (b) => { out2 += b; });
+  const port2 = await until("the second memlive run", () => {
+    const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(out2);
+    return m && /ready \d+/.test(out2) ? Number(m[1]) : null;
+  });
+  const pid2 = Number(/ready (\d+)/.exec(out2)[1]);
+  const overflowed = (await (await fetch("http://127.0.0.1:" + port2 + "/api/snapshot")).json()).process.overflow_threads;
+  await page.goto("http://127.0.0.1:" + port2 + "/");
+  await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 20000 }).catch(() => {});
+  const ov = await until("the overflow shown", () => page.evaluate(() => {
+    const row = [...document.querySelectorAll("#threads tbody td.name")].find((td) => /^overflow slot/.test(td.textContent));
+    const note = document.getElementById("threads-overflow").textContent;
+    return row && note ? { row: row.textContent, note, header: document.getElementById("f-threads").textContent,
+      exitedShown: document.getElementById("show-exited").checked } : null;
+  })).catch(() => null);
+  check(overflowed > 0 && ov && !ov.exitedShown && ov.note.startsWith("+" + overflowed + " thread") &&
+    ov.header.endsWith("+ " + overflowed + " overflow") && ov.row === "overflow slot (" + overflowed + " threads)",
+    "threads beyond the slots: the overflow count in the header and the threads card, and the overflow slot's row",
+    JSON.stringify({ overflowed, ov }));
+  process.kill(pid2, "SIGKILL");
+  const ended = await until("the page to show the exit", () => page.evaluate(() =>
+    document.body.dataset.mode === "exited" ? { uptime: document.getElementById("f-uptime").textContent,
+      taken: document.body.dataset.takenNs, points: window.Chart.getChart("chart-live").data.datasets[0].data.length } : null)).catch(() => null);
+  // The server keeps sending the last state: wait for two more samples on screen.
+  let later = null;
+  if (ended) {
+    later = await until("two more samples", () => page.evaluate((t0) => {
+      const taken = document.body.dataset.takenNs;
+      if (taken === t0) return null;
+      window.__seen = (window.__seen || new Set()).add(taken);
+      return window.__seen.size >= 2 ? { uptime: document.getElementById("f-uptime").textContent,
+        points: window.Chart.getChart("chart-live").data.datasets[0].data.length } : null;
+    }, ended.taken)).catch(() => null);
+  }
+  const rowsAfter = await page.$$eval("#threads tbody tr", (trs) => trs.map((tr) => tr.children[2].dataset.value));
+  check(ended && later && later.uptime === ended.uptime && later.points === ended.points &&
+    (await page.textContent("#f-threads")).startsWith("0") && rowsAfter.length > 0 && !rowsAfter.includes("alive"),
+    "a killed program shows as gone: no live threads, uptime frozen, no new chart points",
+    JSON.stringify({ ended, later, rowsAfter, threads: await page.textContent("#f-threads") }));
   exitCode = failures ? 1 : 0;
 } catch (e) {
   console.log("FAIL  " + (e && e.stack ? e.stack : e));
@@ -343,6 +523,7 @@ try {
 } finally {
   if (ctx) await ctx.close().catch(() => {});
   if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+  if (server2) server2.kill("SIGINT");
   server.stdin.end();
   server.kill("SIGINT");
   const done = await Promise.race([serverExit, new Promise((r) => setTimeout(() => r(null), 5000))]);
