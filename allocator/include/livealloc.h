@@ -3705,6 +3705,17 @@ LIVEALLOC_EXPORT int daemon(int nochdir, int noclose) noexcept {
   if (fd > 2) close(fd);
   return 0;
 }
+
+// An exec keeps the pid, and the old image's segment keeps its name until the new image publishes
+// its own under it, which it did at its first malloc: an image that never allocates (`sh -c 'exec
+// true'`, the forked shell of every pipeline stage) left the old one behind for good. So the
+// preloaded allocator starts when the library loads if LIVEALLOC_PROFILE asks for a segment: the
+// new image's replaces the old name at once and is removed at its exit. (Without it there is no
+// name to replace, and a program that never allocates keeps the start-up it had.)
+__attribute__((constructor)) static void livealloc_preload_start() {
+  const char* profile = getenv("LIVEALLOC_PROFILE");
+  if (profile && *profile && strcmp(profile, "0") != 0) livealloc_abi::process_init();
+}
 #endif
 
 LIVEALLOC_CXX_EXPORT void* operator new(std::size_t n) { return livealloc_abi::new_impl(n); }

@@ -112,6 +112,17 @@ int main() {
         "daemon(): the daemon runs in a session of its own, in /, on /dev/null, with a segment (" +
             report + ")");
 
+  // A fork child that execs a program that never allocates (/bin/true): the new image's
+  // segment replaces the child's at load and goes at its exit, so nothing is left.
+  const pid_t execer = fork();
+  if (execer == 0) {
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  waitpid(execer, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0 && !exists(segment_of(execer)),
+        "exec of a program that never allocates: no segment left");
+
   // A vfork child shares the parent's memory and has its own pid: its _exit removes nothing.
   const pid_t v = vfork();
   if (v == 0) _exit(0);
