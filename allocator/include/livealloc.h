@@ -3424,7 +3424,9 @@ namespace telemetry {
 // exit) for memlive and other readers; LIVEALLOC_PROFILE=1 does it at start. 0 on success, else
 // an errno value (ENOTSUP: /dev/shm was not usable when the process started).
 inline int enable() noexcept { return detail::table_enable(); }
-// Removes the name; readers that have the segment open keep reading it.
+// Removes the name; readers that have the segment open keep reading it. For good: a later
+// enable() fails with ENOENT, since Linux gives a file made unnamed (O_TMPFILE) a name only once,
+// and a new file could not take over the heaps that live in this one while threads run.
 inline int disable() noexcept { return detail::table_disable(); }
 inline bool enabled() noexcept { return detail::g_table.linked; }
 // The segment's path while enabled, else "".

@@ -627,3 +627,26 @@ TEST_CASE("a fork child publishes its own segment") {
   CHECK(access(shm_path(forked).c_str(), F_OK) != 0);
   CHECK(access(shm_path(parent).c_str(), F_OK) != 0);
 }
+
+TEST_CASE("enable after disable fails cleanly: Linux names an unnamed file only once") {
+  const pid_t pid = fork();
+  if (pid == 0) {  // a process of its own, so that the rest of the tests keep their segment
+    int code = 0;
+    const std::string path = shm_path(getpid());
+    if (la::telemetry::enable() != 0 || access(path.c_str(), F_OK) != 0) code |= 1;
+    if (la::telemetry::disable() != 0 || access(path.c_str(), F_OK) == 0 ||
+        la::telemetry::enabled())
+      code |= 2;
+    if (la::telemetry::enable() != ENOENT || la::telemetry::enabled() ||
+        access(path.c_str(), F_OK) == 0)
+      code |= 4;
+    void* p = std::malloc(100);  // the allocator goes on, unpublished
+    if (!p) code |= 8;
+    std::free(p);
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
