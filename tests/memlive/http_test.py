@@ -771,6 +771,16 @@ def check_run_exec(p, port, pid, before):
           (j and j.get("writable")))
 
 
+def check_run_exec_name(ml):
+    """run: a program that execs another names the image that ran last when it exits."""
+    r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
+                        "exec python3 -c 'import time; time.sleep(1.5)'"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    check(r.returncode == 0 and "(python3) exited with status 0" in r.stdout,
+          "run: sh that execs python3 ends as python3 (%d: %s)" % (r.returncode,
+                                                                   r.stdout.strip()[-200:]))
+
+
 def cmd_run_killed(ml, target):
     """memlive run killed by SIGKILL: the program gets SIGTERM and does not run on unobserved."""
     env = dict(os.environ, LD_PRELOAD="")
@@ -961,6 +971,7 @@ def main():
         else:
             cmd_run(a.memlive, a.target)
             cmd_run_killed(a.memlive, a.target)
+            check_run_exec_name(a.memlive)
     else:
         cmd_serve(a.memlive, a.workload)
     if failures:
