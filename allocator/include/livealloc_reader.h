@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1012,10 +1013,35 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
 }
 
 namespace detail {
+// Whether process `pid` maps the file (dev, ino): 1 yes, 0 no, -1 unknown (its /proc/PID/maps
+// cannot be read: another user's process, or one that is ending). The allocator maps its segment
+// for the life of the process image, before the file gets its name.
+inline int maps_file(int pid, dev_t dev, ino_t ino) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return -1;
+  int found = -1;  // no line read: unknown
+  char line[512];
+  bool line_start = true;
+  while (found != 1 && std::fgets(line, sizeof line, f)) {
+    const bool at_start = line_start;
+    line_start = strchr(line, '\n') != nullptr;  // a longer line goes on in the next read
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    if (!at_start || std::sscanf(line, "%*s %*s %*s %x:%x %llu", &major, &minor, &inode) != 3)
+      continue;
+    found = inode == ino && makedev(major, minor) == dev ? 1 : 0;
+  }
+  std::fclose(f);
+  return found;
+}
+
 // Whether remove_stale may unlink the file `path` (named for `pid`): a regular file, not a
 // symbolic link, whose header (when it has one) names no process that is alive, and whose name's
-// pid is not alive either (for a file too short for a header, or naming another pid). *st is the
-// file's, for the caller to check that the name still holds it.
+// pid is not alive either (for a file too short for a header, or naming another pid). A process
+// that is alive but no longer maps its file exec'd into a program without livealloc (its
+// environment dropped LD_PRELOAD, a static binary): nothing will write the file again, so it is
+// stale too. *st is the file's, for the caller to check that the name still holds it.
 inline bool sweepable(const std::string& path, int pid, struct stat* st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
@@ -1030,7 +1056,8 @@ inline bool sweepable(const std::string& path, int pid, struct stat* st) {
           static_cast<ssize_t>(sizeof start_ns);
   ::close(fd);
   if (!ok) return false;
-  if (header && header_pid == pid) return !segment_owner_alive(pid, start_ns);
+  if (header && header_pid == pid)
+    return !segment_owner_alive(pid, start_ns) || maps_file(pid, st->st_dev, st->st_ino) == 0;
   return !pid_alive(pid) && !(header && pid_alive(header_pid));
 }
 }  // namespace detail

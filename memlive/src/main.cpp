@@ -337,7 +337,9 @@ int cmd_list(const args& a) {
         // A directory, FIFO or symbolic link with the name: never ours, never swept.
         state = "not a segment: " + (e.valid ? std::string("not a regular file") : e.error);
       } else if (e.stale) {  // what --clean removes
-        state = !e.valid               ? "stale: process gone; unreadable: " + e.error
+        state = !e.valid ? "stale: process gone; unreadable: " + e.error
+                : rd::segment_owner_alive(e.pid, e.start_ns)
+                    ? "stale: the process exec'd a program without livealloc"
                 : rd::pid_alive(e.pid) ? "stale: process gone, its pid now another process's"
                                        : "stale: process gone";
         ++stale;

@@ -781,6 +781,34 @@ def check_run_exec_name(ml):
                                                                    r.stdout.strip()[-200:]))
 
 
+def check_exec_unprofiled(ml):
+    """A program that execs another without the library (LD_PRELOAD dropped): its old segment
+    is stale while the pid runs on (the new image does not map it), and run removes it."""
+    p = subprocess.Popen([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
+                          "exec env -u LD_PRELOAD sleep 3"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    try:
+        m, lines = read_until(p, r"serving process (\d+) ")
+        if not check(m, "run prints the URL (%s)" % lines):
+            return
+        pid = int(m.group(1))
+        line, deadline = "", time.time() + 5
+        while time.time() < deadline and "without livealloc" not in line:
+            time.sleep(0.2)
+            out = subprocess.run([ml, "list"], capture_output=True, text=True,
+                                 timeout=TIMEOUT).stdout
+            line = next((ln for ln in out.splitlines() if ln.split()[:1] == [str(pid)]), "")
+        check("stale: the process exec'd a program without livealloc" in line,
+              "list: the segment of a pid that exec'd without the library is stale (%s)" % line)
+        check(p.wait(timeout=TIMEOUT) == 0 and
+              not os.path.exists("/dev/shm/livealloc.%d" % pid),
+              "run: the program ends, its stale segment removed")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def cmd_run_killed(ml, target):
     """memlive run killed by SIGKILL: the program gets SIGTERM and does not run on unobserved."""
     env = dict(os.environ, LD_PRELOAD="")
@@ -972,6 +1000,7 @@ def main():
             cmd_run(a.memlive, a.target)
             cmd_run_killed(a.memlive, a.target)
             check_run_exec_name(a.memlive)
+            check_exec_unprofiled(a.memlive)
     else:
         cmd_serve(a.memlive, a.workload)
     if failures:

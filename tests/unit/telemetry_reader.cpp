@@ -742,6 +742,12 @@ TEST_CASE("list_segments and remove_stale") {
   const int me = getpid(), parent = getppid(), dead1 = dead_pid(), dead2 = dead_pid(),
             dead3 = dead_pid();
   fake_segment(me).write(dir.file(me));                                 // valid, alive
+  // This process maps its own, as the allocator maps its segment while the image runs.
+  const int mine_fd = open(dir.file(me).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(mine_fd >= 0);
+  void* mine_map = mmap(nullptr, fake_segment::kSize, PROT_READ, MAP_SHARED, mine_fd, 0);
+  close(mine_fd);
+  REQUIRE(mine_map != MAP_FAILED);
   fake_segment(dead1).write(dir.file(dead1));                           // valid, stale
   fake_segment(parent).write(dir.file(parent), 100);                    // malformed, alive
   fake_segment(dead2).write(dir.file(dead2), fake_segment::kSize - 8);  // malformed, stale
@@ -799,6 +805,13 @@ TEST_CASE("list_segments and remove_stale") {
   CHECK(exists(dir.path + "/notes.txt"));
   CHECK(rd::remove_stale(dir.path) == 0);
   CHECK(rd::list_segments(dir.path).size() == 3);
+
+  // A live process that no longer maps its file exec'd a program without livealloc: stale.
+  munmap(mine_map, fake_segment::kSize);
+  for (const rd::segment_entry& e : rd::list_segments(dir.path))
+    if (e.pid == me) CHECK(e.stale);
+  CHECK(rd::remove_stale(dir.path) == 1);
+  CHECK_FALSE(exists(dir.file(me)));
 
   CHECK(rd::list_segments(dir.path + "/none", &err).empty());
   CHECK(contains(err, "No such file or directory"));
