@@ -781,17 +781,25 @@ def check_run_exec_name(ml):
                                                                    r.stdout.strip()[-200:]))
 
 
+def start_run(ml, args, env=None):
+    """`memlive run --port 0 ARGS` once it serves: the process and the program's pid (None if it
+    never said, which is reported)."""
+    p = subprocess.Popen([ml, "run", "--port", "0"] + args, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         env=env)
+    m, lines = read_until(p, r"serving process (\d+) ")
+    check(m, "memlive run prints the URL (%s)" % lines)
+    return p, int(m.group(1)) if m else None
+
+
 def check_exec_unprofiled(ml):
     """A program that execs another without the library (LD_PRELOAD dropped): its old segment
     is stale while the pid runs on (the new image does not map it), and run removes it."""
-    p = subprocess.Popen([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
-                          "exec env -u LD_PRELOAD sleep 3"], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    p, pid = start_run(ml, ["--exit-when-done", "--", "/bin/sh", "-c",
+                            "exec env -u LD_PRELOAD sleep 3"])
     try:
-        m, lines = read_until(p, r"serving process (\d+) ")
-        if not check(m, "run prints the URL (%s)" % lines):
+        if pid is None:
             return
-        pid = int(m.group(1))
         line, deadline = "", time.time() + 5
         while time.time() < deadline and "without livealloc" not in line:
             time.sleep(0.2)
@@ -812,14 +820,10 @@ def check_exec_unprofiled(ml):
 def cmd_run_killed(ml, target):
     """memlive run killed by SIGKILL: the program gets SIGTERM and does not run on unobserved."""
     env = dict(os.environ, LD_PRELOAD="")
-    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                         env=env)
+    p, pid = start_run(ml, ["--", target], env)
     try:
-        m, lines = read_until(p, r"serving process (\d+) ")
-        if not check(m, "memlive run prints the URL (%s)" % lines):
+        if pid is None:
             return
-        pid = int(m.group(1))
         p.kill()
         p.wait()
         deadline = time.time() + 5
@@ -843,14 +847,10 @@ def cmd_run_killed(ml, target):
 
     # Ctrl-C: memlive ends the program with SIGTERM, which leaves the program's segment; memlive
     # removes it once the program is reaped, and still serves the last state until it stops.
-    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                         env=env)
+    p, pid = start_run(ml, ["--", target], env)
     try:
-        m, lines = read_until(p, r"serving process (\d+) ")
-        if not check(m, "memlive run prints the URL (%s)" % lines):
+        if pid is None:
             return
-        pid = int(m.group(1))
         segment = "/dev/shm/livealloc.%d" % pid
         check(os.path.exists(segment), "run: the program publishes %s" % segment)
         p.send_signal(signal.SIGINT)
