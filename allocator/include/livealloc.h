@@ -1933,9 +1933,10 @@ inline bool table_fd_ours() noexcept {
 // Makes `fd` (a segment file, or -1) the one g_table keeps.
 inline void table_keep_fd(int fd) noexcept {
   struct stat st;
+  const bool known = fd >= 0 && fstat(fd, &st) == 0;
   g_table.fd = fd;
-  g_table.dev = fd >= 0 && fstat(fd, &st) == 0 ? st.st_dev : 0;
-  g_table.ino = fd >= 0 && fstat(fd, &st) == 0 ? st.st_ino : 0;
+  g_table.dev = known ? st.st_dev : 0;
+  g_table.ino = known ? st.st_ino : 0;
 }
 
 // At process start, before any heap exists. The segment is a file in /dev/shm that gets its name
