@@ -112,9 +112,9 @@
       }
       // The overflow slot is shared by the threads that found no slot of their own. A thread
       // still "alive" in the last state of a process that exited has ended with it.
-      const overflow = t.state === "overflow";
-      threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, overflow,
-        name: overflow ? "overflow slot (" + fmtInt(s.process.overflow_threads || 0) + " threads)" : t.name || "(unnamed)",
+      const overflow = t.state === "overflow", shared = overflow ? s.process.overflow_threads || 0 : 0;
+      threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, overflow, shared,
+        name: overflow ? "overflow slot (" + fmtInt(shared) + " threads)" : t.name || "(unnamed)",
         state: t.state === "alive" && s.alive === false ? "ended" : t.state, memlive: t.memlive === true,
         live, large, allocs, frees, remote, cells, applied: t.applied_generation, rate: 0, raw: t });
     }
@@ -891,8 +891,9 @@
         " (" + (x.state === "ended" ? "ended with the process" : x.state) + ")"));
     }
   }
-  // Exited threads on request; the overflow slot and the threads of an exited process always.
-  const shownThread = (x) => x.state !== "exited" || $("show-exited").checked;
+  // Exited threads on request; the threads of an exited process always, and the overflow slot
+  // once a thread has shared it.
+  const shownThread = (x) => (x.overflow ? x.shared > 0 : x.state !== "exited") || $("show-exited").checked;
   $("show-exited").addEventListener("change", () => { state.dirty = true; schedule(); });
 
   function threadName(d, slot) {

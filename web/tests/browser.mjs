@@ -168,6 +168,7 @@ try {
       live: Number(td[3].dataset.value) };
   }));
   for (const n of names) check(rows.some((r) => r.name === n && r.state === "alive"), "thread view lists " + n + " as alive");
+  check(!rows.some((r) => /^overflow slot/.test(r.name)), "no overflow-slot row while no thread has shared it");
   const snap = await getJSON("/api/snapshot");
   const sum = (t, c) => t.classes.reduce((a, r) => a + r[c], 0);
   const ci = (name) => snap.counters.indexOf(name) + 1;
