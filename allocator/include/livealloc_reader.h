@@ -501,10 +501,11 @@ inline void sleep_ms(int ms) {
   }
 }
 
-inline std::int64_t monotonic_ms() {
+// Milliseconds of CLOCK_MONOTONIC (the reader's waits, the memlive command's timers).
+inline std::uint64_t monotonic_ms() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+  return std::uint64_t(ts.tv_sec) * 1000u + std::uint64_t(ts.tv_nsec) / 1000000u;
 }
 
 // The subtracted counters of the live formula, read in a first pass (see snapshot::total).
@@ -981,7 +982,7 @@ inline bool segment::set_option(const std::string& name, std::int64_t value, std
 
 // Both waits measure the time: a sleep of 1 ms takes longer on a busy machine.
 inline bool segment::wait_validated(std::uint64_t generation, int timeout_ms) const {
-  const std::int64_t deadline = detail::monotonic_ms() + timeout_ms;
+  const std::uint64_t deadline = detail::monotonic_ms() + std::uint64_t(timeout_ms);
   for (;;) {
     detail::layout l;
     if (!current(&l, nullptr)) return false;
@@ -996,7 +997,7 @@ inline bool segment::wait_validated(std::uint64_t generation, int timeout_ms) co
 
 inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) const {
   using S = telemetry::slot_header;
-  const std::int64_t deadline = detail::monotonic_ms() + timeout_ms;
+  const std::uint64_t deadline = detail::monotonic_ms() + std::uint64_t(timeout_ms);
   for (;;) {
     detail::layout l;
     if (!current(&l, nullptr)) return false;

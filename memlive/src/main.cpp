@@ -475,11 +475,7 @@ void on_signal(int) {
   g_stop = 1;
 }
 
-std::uint64_t monotonic_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000u + std::uint64_t(ts.tv_nsec) / 1000000u;
-}
+using rd::detail::monotonic_ms;
 
 // SIGINT and SIGTERM set g_stop. Interrupted system calls restart (a write to a full pipe, the
 // read of the exec status, waitpid): every wait polls g_stop in slices of at most 20 ms anyway.
