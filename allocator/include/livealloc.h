@@ -2155,7 +2155,11 @@ inline void fork_child() noexcept {
       continue;
     }
     h->state.store(kHeapForeign, std::memory_order_relaxed);
-    if (!h->published && h->pub.state.load(std::memory_order_relaxed) == telemetry::slot_alive) {
+    // (A slot still unused under an incarnation was changing hands in the parent: exited too.)
+    const std::uint32_t st = h->pub.state.load(std::memory_order_relaxed);
+    if (!h->published &&
+        (st == telemetry::slot_alive ||
+         (st == telemetry::slot_unused && h->pub.incarnation.load(std::memory_order_relaxed)))) {
       h->pub.exit_ns.store(realtime_ns(), std::memory_order_relaxed);
       h->pub.state.store(telemetry::slot_exited, std::memory_order_relaxed);
     }
@@ -2233,7 +2237,13 @@ LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
   if (tls_heap != &g_empty_heap) return tls_heap;
   heap* h = pool_take();
   if (h) {
-    h->pub.incarnation.fetch_add(1, std::memory_order_release);  // before the fold: readers skip
+    // A reader leaves out a slot that is neither alive nor exited, and one whose incarnation or
+    // state changed while it copied the slot. So the slot is marked unused and gets its new
+    // incarnation before the fold empties it, and slot_begin marks it alive once the new
+    // thread's tid and name are in: no snapshot shows the old thread half-cleared.
+    if (!h->published) h->pub.state.store(telemetry::slot_unused, std::memory_order_relaxed);
+    h->pub.incarnation.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // both before the fold's stores
     if (!h->published) slot_fold(h);  // an overflow heap's counts are in the overflow slot
   } else if (!(h = heap_new())) {
     return nullptr;

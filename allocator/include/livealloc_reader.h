@@ -847,7 +847,7 @@ inline snapshot segment::take() const {
     auto state = detail::load_acquire<std::uint32_t>(p, l.slot(i) + offsetof(S, state));
     if (state != telemetry::slot_alive && state != telemetry::slot_exited &&
         state != telemetry::slot_overflow)
-      continue;  // unused, or a value this version does not know
+      continue;  // unused (or changing hands), or a value this version does not know
     thread_view t;
     t.slot = i;
     t.state = state;
@@ -897,6 +897,7 @@ inline snapshot segment::take() const {
   // A slot that changed hands while we copied it (new incarnation, or a new state: a thread
   // took an exited slot, folding its counters into the exited totals) mixes two threads and
   // may be torn: leave it out of this snapshot; the next one shows it.
+  std::atomic_thread_fence(std::memory_order_acquire);  // every copy above before the checks
   auto changed = [&](const thread_view& t) {
     const std::uint64_t h = l.slot(t.slot);
     return detail::load_acquire<std::uint32_t>(p, h + offsetof(S, incarnation)) != t.incarnation ||

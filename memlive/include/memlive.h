@@ -186,7 +186,8 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // slot, class (index), size (block bytes), and memlive="true" on memlive's own threads
 // (is_memlive_thread; absent on the others). The exited totals carry thread="", tid="0",
 // slot="exited". Per thread: livealloc_thread_<x>_total {pid, thread, tid, slot}. Per process:
-// gauges livealloc_<segment|large|cached|committed|live>_bytes, livealloc_slots_used, and counters
+// gauges livealloc_process_alive (1 or 0), livealloc_<segment|large|cached|committed|live>_bytes,
+// livealloc_slots_used, and counters
 // livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
 // livealloc_overflow_threads_total, livealloc_options_rejected_total; livealloc_option_effective
 // {pid, option}.
@@ -1017,7 +1018,8 @@ inline std::string to_prometheus(const rd::snapshot& s) {
         {"livealloc_cached_bytes", "gauge", "Bytes kept for reuse (large cache, segment cache).",
          s.cached_bytes},
         {"livealloc_committed_bytes", "gauge",
-         "Spans in use or not yet purged, plus large mappings, plus caches.", s.committed_bytes},
+         "Small-block spans in use or not yet purged (large and cached bytes come on top).",
+         s.committed_bytes},
         {"livealloc_live_bytes", "gauge", "Bytes in live blocks (block sizes) plus large bytes.",
          s.live_bytes()},
         {"livealloc_resident_bytes", "gauge", "Resident memory of the process (/proc statm).",
@@ -1031,10 +1033,14 @@ inline std::string to_prometheus(const rd::snapshot& s) {
         {"livealloc_purges_total", "counter", "Purge passes that returned memory to the OS.",
          s.purges},
         {"livealloc_overflow_threads_total", "counter",
-         "Threads that found no free telemetry slot.", s.overflow_threads},
+         "Heaps made without a telemetry slot (their threads share the overflow slot).",
+         s.overflow_threads},
         {"livealloc_options_rejected_total", "counter",
          "Invalid tuning values the allocator refused.", s.rejected},
     };
+    detail::prom_family(w, "livealloc_process_alive", "gauge",
+                        "1 while the process runs; 0 once it is gone (the values are its last).");
+    detail::prom_sample(w, "livealloc_process_alive", pid, s.process_alive ? 1 : 0);
     for (const per_process& f : kProcess) {
       const std::string name = f.name;
       detail::prom_family(w, name, f.type, f.help);

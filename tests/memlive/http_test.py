@@ -114,6 +114,8 @@ def check_endpoints(port, pid, want):
     check(st == 200 and h.get("content-type") == PROM_TYPE,
           "/metrics: 200 %s (got %d %s)" % (PROM_TYPE, st, h.get("content-type")))
     cli_test.check_prometheus(body.decode(), want, pid)
+    check('\nlivealloc_process_alive{pid="%d"} 1\n' % pid in body.decode(),
+          "/metrics: livealloc_process_alive 1 while the process runs")
     st, h, j = get_json(port, "/api/options")
     check(st == 200 and h.get("content-type") == JSON_TYPE and j and
           isinstance(j["generation"], int) and option(j, "page_recycle") is not None and
@@ -651,6 +653,9 @@ def cmd_serve(ml, wl):
               "serve: the last state is still served after the exit (%d)" % st)
         st, _, h = get_json(port, "/healthz")
         check(st == 200 and h and h["alive"] is False, "/healthz says alive false after the exit")
+        st, _, body = request(port, "GET", "/metrics")
+        check(st == 200 and ('\nlivealloc_process_alive{pid="%d"} 0\n' % w.pid) in body.decode(),
+              "/metrics after the exit: livealloc_process_alive 0 (%d)" % st)
         st, _, j = post(port, '{"page_recycle": 3}')
         check(st == 409, "POST /api/options after the exit: 409 (got %d %s)" % (st, j))
 

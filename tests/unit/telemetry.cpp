@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -421,6 +422,57 @@ TEST_CASE("slots of exited threads are reused with nothing lost from the totals"
   la::trim();
   rd::snapshot s2 = snap(*seg);
   CHECK(s2.live(cls) == s0.live(cls));
+}
+
+TEST_CASE("a slot changing hands is never shown half-cleared under the previous thread's name") {
+  // A new thread that takes an exited thread's slot moves its counts to the exited totals, then
+  // writes its own tid and name. A snapshot must show the slot as the old thread, complete, or
+  // as the new one, or leave it out: never the old thread's tid with counters that went down.
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(100);
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      std::thread t([] {
+        void* p[20];
+        for (void*& b : p) b = la::allocate(100);
+        for (void* b : p) la::deallocate(b);
+      });
+      t.join();
+    }
+  });
+  struct seen {
+    std::uint32_t incarnation;
+    int tid;
+    std::uint64_t allocs;
+  };
+  std::vector<seen> last(4096, seen{0, 0, 0});
+  int snapshots = 0, torn = 0;
+  std::string first;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < until) {
+    rd::snapshot s = snap(*seg);
+    ++snapshots;
+    for (const auto& t : s.threads) {
+      if (t.state == slot_overflow || t.slot >= last.size()) continue;
+      seen& l = last[t.slot];
+      const std::uint64_t allocs = t.counters[cls][c_allocs];
+      if (t.incarnation == l.incarnation &&
+          (t.tid != l.tid || allocs < l.allocs)) {
+        if (torn++ == 0)
+          first = "slot " + std::to_string(t.slot) + " incarnation " +
+                  std::to_string(t.incarnation) + ": tid " + std::to_string(l.tid) + " -> " +
+                  std::to_string(t.tid) + ", allocs " + std::to_string(l.allocs) + " -> " +
+                  std::to_string(allocs);
+      }
+      l = seen{t.incarnation, t.tid, allocs};
+    }
+  }
+  stop = true;
+  churn.join();
+  MESSAGE(snapshots, " snapshots");
+  INFO(first);
+  CHECK(torn == 0);
 }
 
 TEST_CASE("a thread renamed after it started shows its new name") {
