@@ -86,7 +86,9 @@
 #include <fcntl.h>
 #include <livealloc_reader.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1482,6 +1484,10 @@ class server {
   void stop();
   int port() const { return port_; }
   std::int32_t pid() const { return pid_; }
+  // The descriptors civetweb listens on (a fork child closes its copies).
+  const std::vector<int>& listening_fds() const { return listen_fds_; }
+  // Puts back the program's SIGPIPE action of before start(), which civetweb changes.
+  void restore_sigpipe() const { sigaction(SIGPIPE, &sigpipe_before_, nullptr); }
   // The program's name in the segment now served (after an exec, the new image's); empty if it
   // cannot be read.
   std::string program();
@@ -1533,6 +1539,8 @@ class server {
   const std::int32_t pid_;
   mg_context* ctx_ = nullptr;
   int port_ = 0;
+  std::vector<int> listen_fds_;
+  struct sigaction sigpipe_before_ {};
   options opts_;
   std::string bind_host_;
   std::uint64_t started_ms_ = 0;
@@ -2196,6 +2204,28 @@ inline int parse_ipv4(const std::string& host, in_addr* out) {
   return inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), out) == 1;
 }
 
+// This process's descriptors that listen on TCP `port` (civetweb keeps its sockets to itself).
+inline std::vector<int> listening_sockets(int port) {
+  std::vector<int> fds;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return fds;
+  while (const dirent* e = readdir(d)) {
+    int fd = -1;
+    const char* end = e->d_name + std::strlen(e->d_name);
+    if (std::from_chars(e->d_name, end, fd).ptr != end || fd < 0 || fd == dirfd(d)) continue;
+    int listening = 0;
+    socklen_t n = sizeof listening;
+    sockaddr_in sa{};
+    socklen_t len = sizeof sa;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) == 0 && listening &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0 && sa.sin_family == AF_INET &&
+        ntohs(sa.sin_port) == port)
+      fds.push_back(fd);
+  }
+  closedir(d);
+  return fds;
+}
+
 // Why could host:port not be bound? errno of a test bind (0 if it binds now).
 inline int probe_bind(const in_addr& addr, int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -2229,7 +2259,9 @@ extern "C" inline int memlive_log_message(const mg_connection*, const char*) {
 }
 // Every civetweb thread (master, workers) is memlive's own: named, not counted by the hooks,
 // registered so that snapshots label it. Its handle is the thread pointer exit_thread gets back.
-extern "C" inline void* memlive_init_thread(const mg_context*, int) {
+extern "C" inline void* memlive_init_thread(const mg_context* ctx, int) {
+  // Each civetweb thread has just set SIGPIPE to SIG_IGN for the process (see server::start).
+  static_cast<server*>(mg_get_user_data(ctx))->restore_sigpipe();
   return reinterpret_cast<void*>(own_thread_begin("memlive-http"));
 }
 extern "C" inline void memlive_exit_thread(const mg_context*, int, void* handle) {
@@ -2272,6 +2304,11 @@ inline status server::start(const options& o) {
   cb.log_message = memlive_log_message;
   cb.init_thread = memlive_init_thread;
   cb.exit_thread = memlive_exit_thread;
+  // civetweb sets SIGPIPE to SIG_IGN for the whole process, in mg_start2 and again in each of
+  // its threads before it calls init_thread, and so for every program the process starts later
+  // (an ignored signal stays ignored across exec). It sends with MSG_NOSIGNAL, so the program's
+  // own disposition goes back: here, and in memlive_init_thread.
+  sigaction(SIGPIPE, nullptr, &sigpipe_before_);
   mg_init_library(0);  // no TLS: Debian's civetweb cannot load OpenSSL 3
   stopping_ = false;
   char text[256] = {};
@@ -2283,6 +2320,7 @@ inline status server::start(const options& o) {
   init.user_data = this;
   init.configuration_options = config;
   ctx_ = mg_start2(&init, &err);
+  restore_sigpipe();
   if (!ctx_) {
     mg_exit_library();
     const int e = probe_bind(addr, o.port);
@@ -2305,6 +2343,7 @@ inline status server::start(const options& o) {
     return fail(start_error::server, "the HTTP server reports no listening port");
   }
   port_ = sp[0].port;
+  listen_fds_ = listening_sockets(port_);
   started_ms_ = steady_ms();
   try {
     sampler_ = std::thread(&server::sampler, this);
@@ -2354,23 +2393,51 @@ inline void server::stop() {
   if (poke.joinable()) poke.join();
   ctx_ = nullptr;
   port_ = 0;
+  listen_fds_.clear();
   mg_exit_library();
 }
 
 // The server of memlive::start() and the segment of take_snapshot(). Destroyed at exit when the
 // program never called stop(): inside an internal_scope like stop(), so that memlive's own
 // frees are not counted either.
+// The listening descriptors of memlive::start()'s server, plus one (0: none). A fork child
+// closes its copies at once, before the program can open other files under those numbers;
+// only the forking thread runs there, so no lock.
+inline std::atomic<int> g_listeners[4];
+inline void close_listeners_in_fork_child() {
+  for (std::atomic<int>& l : g_listeners)
+    if (const int fd = l.exchange(0, std::memory_order_relaxed) - 1; fd >= 0) close(fd);
+}
+
 struct global_server {
   std::mutex mutex;
   std::unique_ptr<server> srv;
   std::unique_ptr<rd::segment> self;  // this process's segment, for take_snapshot
+  pid_t owner = 0;                    // the process srv and self were made in
   global_server() = default;
   global_server(const global_server&) = delete;
   global_server& operator=(const global_server&) = delete;
   ~global_server() {
     internal_scope scope;
+    forget_if_forked();
     srv.reset();
     self.reset();
+  }
+  // A fork child has copies of srv and self but none of the server's threads: stopping or
+  // destroying that server would join threads that do not exist (std::system_error, then an
+  // abort at exit). The child lets go of it (the memory stays, a copy of the parent's) and of
+  // self, which maps the parent's segment; then it can start a server of its own.
+  void forget_if_forked() {
+    if (owner == 0 || owner == getpid()) return;
+    (void)srv.release();
+    self.reset();
+    owner = 0;
+  }
+  void publish_listeners() {
+    const std::vector<int> none;
+    const std::vector<int>& fds = srv ? srv->listening_fds() : none;
+    for (std::size_t i = 0; i < std::size(g_listeners); ++i)
+      g_listeners[i].store(i < fds.size() ? fds[i] + 1 : 0, std::memory_order_relaxed);
   }
 };
 inline global_server& global() {
@@ -2403,6 +2470,10 @@ inline status start_locked(global_server& g, const options& o) {
     st = srv->start(o);
     if (!st.ok()) return st;
     g.srv = std::move(srv);
+    g.owner = getpid();
+    g.publish_listeners();
+    static const int registered = pthread_atfork(nullptr, nullptr, close_listeners_in_fork_child);
+    (void)registered;
   } catch (const std::exception& e) {  // bad_alloc, thread creation: an error value
     st.error = start_error::server;
     st.message = e.what();
@@ -2419,6 +2490,7 @@ inline status start_locked(global_server& g, const options& o) {
 inline status start(const options& o) {
   detail::global_server& g = detail::global();
   std::lock_guard<std::mutex> lock(g.mutex);
+  g.forget_if_forked();
   status st;
   {
     detail::internal_scope scope;  // the server is memlive's: not counted by the hooks
@@ -2432,12 +2504,16 @@ inline void stop() {
   detail::global_server& g = detail::global();
   std::lock_guard<std::mutex> lock(g.mutex);
   detail::internal_scope scope;
-  g.srv.reset();  // ~server stops it
+  g.forget_if_forked();
+  std::unique_ptr<detail::server> srv = std::move(g.srv);
+  g.publish_listeners();  // none, before the sockets close and their numbers can be reused
+  srv.reset();            // ~server stops it
 }
 
 inline int port() {
   detail::global_server& g = detail::global();
   std::lock_guard<std::mutex> lock(g.mutex);
+  g.forget_if_forked();
   return g.srv ? g.srv->port() : 0;
 }
 
@@ -2445,12 +2521,13 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
   detail::global_server& g = detail::global();
   std::lock_guard<std::mutex> lock(g.mutex);
   std::string err;
+  g.forget_if_forked();
   if (!g.self) {
     detail::internal_scope scope;  // the segment object stays with memlive
     if (const int e = livealloc::telemetry::enable(); e != 0)
       err = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
-    else
-      g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err);
+    else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
+      g.owner = getpid();
   }
   if (!g.self) {
     std::string message = detail::hand_out(err);

@@ -813,6 +813,7 @@ int cmd_run(const args& a) {
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGINT, &dfl, nullptr);
     sigaction(SIGTERM, &dfl, nullptr);
+    sigaction(SIGPIPE, &dfl, nullptr);  // as from a shell, whatever memlive's own is
     close(fds[0]);
     // If memlive dies, even by SIGKILL, the program gets the SIGTERM that a stop would send it.
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self) _exit(127);

@@ -13,8 +13,16 @@
 //   second  a second detail::server on the same port: prints "second <error> <message>"
 //   alloc NAME SIZE COUNT   a new thread named NAME allocates COUNT blocks of SIZE bytes and
 //           keeps them until quit; prints "allocated" when done
+//   fork    forks twice while serving: one child exits at once (static destructors run); the
+//           other checks that port() is 0, that it holds no socket listening on the parent's
+//           port, that take_snapshot() reads its own segment, that start() and stop() work, then
+//           exits. Prints "fork <status> <status> <pid> <pid>" (an exit status, or 128 + signal)
+//   sigpipe prints "sigpipe default" when SIGPIPE has its default action (this program never
+//           changes it; civetweb's start sets it to ignored), else "sigpipe changed"
 //   quit    (or end of input) stops the threads and exits 0
 #include <memlive.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,6 +42,33 @@ using namespace plan_workload;
 void print_status(const char* what, const memlive::status& st) {
   std::printf("%s %d %s\n", what, static_cast<int>(st.error), st.message.c_str());
   std::fflush(stdout);
+}
+
+// The fork child's checks: a failed one exits with its own status (10...).
+[[noreturn]] void fork_child_checks(int parent_port) {
+  if (memlive::port() != 0) std::_Exit(10);
+  if (!memlive::detail::listening_sockets(parent_port).empty()) std::_Exit(11);
+  livealloc::reader::snapshot s;
+  std::string err;
+  if (!memlive::take_snapshot(&s, &err) || s.pid != getpid()) std::_Exit(12);
+  memlive::options o;
+  o.port = 0;
+  o.quiet = true;
+  const memlive::status st = memlive::start(o);
+  if (!st || memlive::port() == parent_port) std::_Exit(13);
+  memlive::stop();
+  std::exit(0);  // static destructors run, as at any exit
+}
+
+// Forks, runs `child` there, and returns the child's pid and exit status (128 + signal).
+template <typename F>
+std::pair<int, int> fork_and_wait(F child) {
+  const pid_t pid = fork();
+  if (pid == 0) child();
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return {-1, -1};
+  return {static_cast<int>(pid),
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
 }
 
 }  // namespace
@@ -83,6 +118,16 @@ int main(int argc, char** argv) {
         wait_done(static_cast<int>(plans.size()));
         std::printf("allocated\n");
       }
+    } else if (line == "fork") {
+      std::fflush(stdout);  // the children exit through exit(): nothing buffered twice
+      const int port = memlive::port();
+      const auto a = fork_and_wait([] { std::exit(0); });
+      const auto b = fork_and_wait([port] { fork_child_checks(port); });
+      std::printf("fork %d %d %d %d\n", a.second, b.second, a.first, b.first);
+    } else if (line == "sigpipe") {
+      struct sigaction now {};
+      sigaction(SIGPIPE, nullptr, &now);
+      std::printf("sigpipe %s\n", now.sa_handler == SIG_DFL ? "default" : "changed");
     } else if (line == "again") {
       memlive::options o = opts;
       o.quiet = true;

@@ -576,6 +576,17 @@ def cmd_inprocess(app):
         check_history(port, pid)
         check_baseline(port, p)
 
+        ans = command(p, "sigpipe")[0]
+        check(ans == "sigpipe default", "start() leaves the program's SIGPIPE action as it was "
+              "(programs it runs later inherit an ignored SIGPIPE) (%s)" % ans)
+        ans = command(p, "fork")[0].split()
+        check(ans[:3] == ["fork", "0", "0"],
+              "fork while serving: a child that exits at once and one that checks port() 0, no "
+              "inherited listening socket, its own snapshot, start() and stop() both exit 0 (%s)"
+              % ans)
+        left = [c for c in ans[3:] if os.path.exists("/dev/shm/livealloc." + c)]
+        check(not left, "the fork children removed their segments (left: %s)" % left)
+        check(request(port, "GET", "/healthz")[0] == 200, "the parent still serves after the forks")
         ans = command(p, "again")[0]
         check(ans.startswith("again 4 "), "start() twice: already_running error value (%s)" % ans)
         ans = command(p, "second")[0]
@@ -784,6 +795,16 @@ def check_run_exec_name(ml):
     check(r.returncode == 0 and "(python3) exited with status 0" in r.stdout,
           "run: sh that execs python3 ends as python3 (%d: %s)" % (r.returncode,
                                                                    r.stdout.strip()[-200:]))
+
+
+def check_run_sigpipe(ml):
+    """run: the program starts with SIGPIPE's default action, as from a shell (an ignored one
+    is inherited across exec: `yes | head -1` would then print 'Broken pipe')."""
+    r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
+                        "yes | head -1"], capture_output=True, text=True, timeout=TIMEOUT)
+    check(r.returncode == 0 and "Broken pipe" not in r.stderr,
+          "run: `yes | head -1` ends quietly, SIGPIPE at its default (%d: %s)" %
+          (r.returncode, r.stderr.strip()[-200:]))
 
 
 def start_run(ml, args, env=None):
@@ -1005,6 +1026,7 @@ def main():
             cmd_run(a.memlive, a.target)
             cmd_run_killed(a.memlive, a.target)
             check_run_exec_name(a.memlive)
+            check_run_sigpipe(a.memlive)
             check_exec_unprofiled(a.memlive)
     else:
         cmd_serve(a.memlive, a.workload)

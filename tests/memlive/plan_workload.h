@@ -28,7 +28,9 @@ struct plan {
 };
 
 inline std::mutex g_mutex;
-inline std::condition_variable g_cv;
+// Never destroyed: in a fork child (http_app's "fork") the parent's threads are copied as
+// waiters, and glibc's pthread_cond_destroy at exit would wait for them for good.
+inline std::condition_variable& g_cv = *new std::condition_variable;
 inline bool g_stop = false;
 inline std::atomic<int> g_done{0};  // threads whose plan is done
 
