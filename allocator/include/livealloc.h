@@ -7,7 +7,9 @@
 // Compile-time switches (define before including):
 //   LIVEALLOC_OVERRIDE  Define in exactly ONE translation unit of a program to make that unit hold
 //                       the strong definitions of malloc, free, ... and every replaceable
-//                       operator new/delete. Default: undefined (nothing is replaced).
+//                       operator new/delete. Default: undefined (nothing is replaced). Define it
+//                       before the first include (also through livealloc_reader.h or memlive.h);
+//                       not with -fsanitize=address or thread. Both are #errors.
 //   LIVEALLOC_PRELOAD   Set by allocator/src/preload.cpp to build liblivealloc.so: implies
 //                       LIVEALLOC_OVERRIDE, exports only the malloc ABI and the C++ operators, and
 //                       references libstdc++ weakly so C programs do not load it.
@@ -62,6 +64,17 @@
 #endif
 #if !defined(__x86_64__) || !defined(__linux__)
 #error "livealloc supports Linux on x86-64 only"
+#endif
+// ASan's and TSan's runtimes own malloc: a second malloc in the program crashes it at start-up,
+// before any message, so say it here.
+#ifdef LIVEALLOC_OVERRIDE
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
+#endif
+#endif
 #endif
 
 #define LIVEALLOC_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -365,7 +378,8 @@ struct message {
   message& operator<<(long long v) noexcept {
     char tmp[24];
     int n = 0;
-    unsigned long long u = v < 0 ? 0ull - static_cast<unsigned long long>(v) : v;
+    const unsigned long long m = static_cast<unsigned long long>(v);  // two's complement
+    unsigned long long u = v < 0 ? 0ull - m : m;
     do tmp[n++] = static_cast<char>('0' + u % 10); while ((u /= 10) != 0);
     if (v < 0 && len < sizeof(buf) - 1) buf[len++] = '-';
     while (n > 0 && len < sizeof(buf) - 1) buf[len++] = tmp[--n];
@@ -1206,8 +1220,9 @@ inline segment* units_find(unsigned n, int& idx) noexcept {
 inline void units_take(segment* s, unsigned idx, unsigned n, heap* h, unsigned cls) noexcept {
   const std::uint64_t mask = unit_mask(idx, n);
   // Committed: the span's units, except those still resident from a recent release.
-  add(g_proc->committed_bytes, std::size_t(n - __builtin_popcountll(s->dirty_units & mask))
-                                   << kUnitShift);
+  add(g_proc->committed_bytes,
+      std::size_t(n - static_cast<unsigned>(__builtin_popcountll(s->dirty_units & mask)))
+          << kUnitShift);
   s->free_units &= ~mask;
   if (s->free_units == 0 && s != g.pages.segments_tail) {
     segment_unlink(s);
@@ -2243,7 +2258,9 @@ LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
     // thread's tid and name are in: no snapshot shows the old thread half-cleared.
     if (!h->published) h->pub.state.store(telemetry::slot_unused, std::memory_order_relaxed);
     h->pub.incarnation.fetch_add(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // both before the fold's stores
+    // Both before the fold's stores: x86-64 keeps stores in order, and this keeps the compiler
+    // from moving them (a thread fence is what ThreadSanitizer cannot model).
+    std::atomic_signal_fence(std::memory_order_release);
     if (!h->published) slot_fold(h);  // an overflow heap's counts are in the overflow slot
   } else if (!(h = heap_new())) {
     return nullptr;
@@ -3337,7 +3354,16 @@ inline std::new_handler current_new_handler() noexcept {
 }
 #else
 inline std::new_handler current_new_handler() noexcept { return std::get_new_handler(); }
+#ifdef __cpp_exceptions
 [[noreturn]] inline void throw_bad_alloc() { throw std::bad_alloc(); }
+#else
+// -fno-exceptions: nothing can be thrown, so a failed operator new ends the process, as
+// libstdc++'s does in such builds (with a line on stderr, where it says nothing).
+[[noreturn]] inline void throw_bad_alloc() noexcept {
+  fatal("operator new failed (out of memory or a bad alignment), and -fno-exceptions leaves no "
+        "std::bad_alloc to throw", nullptr);
+}
+#endif
 #endif
 
 // operator new after a failed allocation: call the new-handler until it succeeds or there is none.
@@ -3348,6 +3374,7 @@ LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, b
       if (nothrow) return nullptr;
       throw_bad_alloc();
     }
+#ifdef __cpp_exceptions
     if (nothrow) {
       try {
         handler();
@@ -3357,6 +3384,9 @@ LIVEALLOC_NOINLINE inline void* new_retry(std::size_t size, std::size_t align, b
     } else {
       handler();
     }
+#else
+    handler();  // it cannot throw: it returns (try again) or ends the process
+#endif
     void* p = align ? aligned_impl(size, align) : malloc_impl(size);
     if (p) return p;
   }
@@ -3478,7 +3508,14 @@ class memory_resource final : public std::pmr::memory_resource {
     detail::free_sized_impl(p, bytes);
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+#ifdef __cpp_rtti
     return dynamic_cast<const livealloc::memory_resource*>(&other) != nullptr;
+#else
+    // -fno-rtti: the type of `other` cannot be asked, so identity, as the standard resources
+    // compare. Everyone uses the one resource(); only a second instance made by hand is then
+    // unequal, which costs containers a copy instead of a pointer swap, never correctness.
+    return this == &other;
+#endif
   }
 };
 // The process-wide instance. Never destroyed, so static destructors may still use it.
@@ -3554,11 +3591,15 @@ LIVEALLOC_NOINLINE inline void delete_aligned_array_via(void* p, std::align_val_
 LIVEALLOC_NOINLINE inline void* new_via(std::size_t n, bool array, bool nothrow) {
   if (!cxx_forward()) return nothrow ? new_nothrow_impl(n) : new_impl(n);
   if (!nothrow) return ::operator new(n);
+#ifdef __cpp_exceptions
   try {
     return array ? ::operator new[](n) : ::operator new(n);
   } catch (...) {
     return nullptr;
   }
+#else
+  return array ? ::operator new[](n) : ::operator new(n);  // libstdc++'s nothrow does the same
+#endif
 }
 LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t a, bool array,
                                                 bool nothrow) {
@@ -3566,11 +3607,15 @@ LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t 
   if (!cxx_forward())
     return nothrow ? new_aligned_nothrow_impl(n, align) : new_aligned_impl(n, align);
   if (!nothrow) return ::operator new(n, a);
+#ifdef __cpp_exceptions
   try {
     return array ? ::operator new[](n, a) : ::operator new(n, a);
   } catch (...) {
     return nullptr;
   }
+#else
+  return array ? ::operator new[](n, a) : ::operator new(n, a);
+#endif
 }
 
 }  // namespace detail
@@ -3579,6 +3624,8 @@ LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t 
 #endif  // LIVEALLOC_PRELOAD
 
 #ifdef LIVEALLOC_OVERRIDE
+// Seen by the check at the end of the file, outside the include guard.
+#define LIVEALLOC_OVERRIDE_EMITTED 1
 #define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default")))
 #define LIVEALLOC_CXX_EXPORT __attribute__((visibility("default")))
 namespace livealloc_abi = livealloc::detail;
@@ -3645,6 +3692,9 @@ LIVEALLOC_EXPORT void* pvalloc(size_t size) noexcept {
 LIVEALLOC_EXPORT size_t malloc_usable_size(void* p) noexcept {
   return livealloc_abi::usable_size_impl(p);
 }
+// C23's; glibc 2.36 declares neither, and -Wmissing-declarations wants a prior declaration.
+LIVEALLOC_EXPORT void free_sized(void* p, size_t size) noexcept;
+LIVEALLOC_EXPORT void free_aligned_sized(void* p, size_t align, size_t size) noexcept;
 LIVEALLOC_EXPORT void free_sized(void* p, size_t size) noexcept {
   livealloc_abi::free_sized_impl(p, size);
 }
@@ -3684,7 +3734,8 @@ LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
   return m;
 }
 
-#ifdef LIVEALLOC_PRELOAD
+// (In the preload library, and in a program that defines LIVEALLOC_OVERRIDE: its fork children
+// publish segments of their own as well.)
 // _exit and _Exit end the process without the atexit handler that removes the segment's name, so
 // a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind. Ours remove
 // the name first (only the process that made it: a vfork child has another pid) and then end the
@@ -3718,6 +3769,8 @@ LIVEALLOC_EXPORT int daemon(int nochdir, int noclose) noexcept {
   if (fd > 2) close(fd);
   return 0;
 }
+
+#ifdef LIVEALLOC_PRELOAD
 
 // An exec keeps the pid, and the old image's segment keeps its name until the new image publishes
 // its own under it, which it did at its first malloc: an image that never allocates (`sh -c 'exec
@@ -3829,3 +3882,9 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align
 #undef LIVEALLOC_NOINLINE
 
 #endif  // LIVEALLOC_H
+
+// Outside the guard, so every include checks it: LIVEALLOC_OVERRIDE defined after an earlier
+// include (maybe through livealloc_reader.h or memlive.h) would be ignored, malloc not replaced.
+#if defined(LIVEALLOC_OVERRIDE) && !defined(LIVEALLOC_OVERRIDE_EMITTED)
+#error "LIVEALLOC_OVERRIDE was defined after livealloc.h was first included (directly or through livealloc_reader.h or memlive.h), so nothing was replaced: define it before the first #include"
+#endif

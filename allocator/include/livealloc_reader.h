@@ -864,10 +864,10 @@ inline snapshot segment::take() const {
   // order then sees a subtracted count at most once and an added count at least once.
   const int blocks = static_cast<int>(s.threads.size());
   auto block = [&](int w, unsigned cls) {  // w: -1 for the exited totals, else a thread index
-    return w < 0 ? l.exited(cls) : l.slot_counters(s.threads[w].slot, cls);
+    return w < 0 ? l.exited(cls) : l.slot_counters(s.threads[std::size_t(w)].slot, cls);
   };
   auto row = [&](int w, unsigned cls) -> std::array<std::uint64_t, telemetry::kCounterCount>& {
-    return w < 0 ? s.exited[cls] : s.threads[w].counters[cls];
+    return w < 0 ? s.exited[cls] : s.threads[std::size_t(w)].counters[cls];
   };
   for (int w = -1; w < blocks; ++w)
     for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls)
@@ -897,7 +897,9 @@ inline snapshot segment::take() const {
   // A slot that changed hands while we copied it (new incarnation, or a new state: a thread
   // took an exited slot, folding its counters into the exited totals) mixes two threads and
   // may be torn: leave it out of this snapshot; the next one shows it.
-  std::atomic_thread_fence(std::memory_order_acquire);  // every copy above before the checks
+  // Every copy above before the checks: x86-64 keeps loads in order, and this keeps the compiler
+  // from moving them.
+  std::atomic_signal_fence(std::memory_order_acquire);
   auto changed = [&](const thread_view& t) {
     const std::uint64_t h = l.slot(t.slot);
     return detail::load_acquire<std::uint32_t>(p, h + offsetof(S, incarnation)) != t.incarnation ||

@@ -412,6 +412,27 @@ TEST_CASE("a fork child whose segment file cannot be made keeps its heap as it w
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("a fork child that ends with _exit or _Exit removes its segment, as one that calls exit") {
+  REQUIRE(livealloc::telemetry::enable() == 0);
+  for (int how = 0; how < 3; ++how) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      sink = std::malloc(32);  // the child's own segment is named by now
+      std::free(sink);
+      if (how == 0) _exit(0);
+      if (how == 1) _Exit(0);
+      std::exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    const std::string path = "/dev/shm/livealloc." + std::to_string(pid);
+    INFO("how ", how, ": ", path);
+    CHECK(access(path.c_str(), F_OK) != 0);
+  }
+}
+
 TEST_CASE("a free after the thread's key destructors does not bring its heap back for good") {
   namespace d = livealloc::detail;
   // A key past the first 32 makes glibc allocate (with our calloc) a second-level array of

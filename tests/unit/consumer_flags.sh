@@ -1,0 +1,117 @@
+#!/bin/bash
+# The headers as a consumer sees them without CMake (plain -I or pkg-config: no system-header
+# shelter), with one compiler:
+#   consumer_flags.sh CXX WORKDIR -IDIR [-IDIR...]
+# - consumer_flags.cpp compiles cleanly under the strict flags users put in -Werror builds,
+#   C++17 and C++20, with and without LIVEALLOC_OVERRIDE, -fno-exceptions and -fno-rtti, and runs
+#   (without exceptions a failed allocation must abort saying why);
+# - LIVEALLOC_OVERRIDE after an earlier include (consumer_flags_late.cpp) and LIVEALLOC_OVERRIDE
+#   under -fsanitize=address or thread must fail with their #error;
+# - the normal order (consumer_flags_twice.cpp) and the sanitizers without the override compile.
+# The memlive.h cases run when an -I directory holds memlive.h. Exit 1 names every failed check.
+set -u
+if [ $# -lt 3 ]; then
+  echo "usage: $0 CXX WORKDIR -IDIR [-IDIR...]" >&2
+  exit 2
+fi
+cxx=$1
+work=$2
+shift 2
+includes=("$@")
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$work"
+
+strict=(-Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow -Werror)
+if ! "$cxx" --version 2>/dev/null | grep -qi clang; then
+  strict+=(-Wmissing-declarations)  # gcc: the override's C23 functions need a prior declaration
+fi
+memlive=()
+for i in "${includes[@]}"; do
+  [ -f "${i#-I}/memlive.h" ] && memlive=(-DCONSUMER_FLAGS_MEMLIVE)
+done
+
+failed=0
+pass() { echo "ok    $1"; }
+fail() {
+  echo "FAIL  $1"
+  [ -n "${2:-}" ] && head -n 8 <<<"$2" | sed 's/^/      /'
+  failed=$((failed + 1))
+}
+
+# Must compile and link cleanly: check NAME OUTPUT SOURCE FLAGS...
+build() {
+  local name=$1 out=$2 src=$3
+  shift 3
+  local log
+  if log=$("$cxx" "$@" "${includes[@]}" "$here/$src" -o "$out" 2>&1); then
+    pass "$name"
+    return 0
+  fi
+  fail "$name" "$log"
+  return 1
+}
+
+# Must fail to compile with TEXT among the errors: refuse NAME TEXT SOURCE FLAGS...
+refuse() {
+  local name=$1 text=$2 src=$3
+  shift 3
+  local log
+  if log=$("$cxx" -fsyntax-only "$@" "${includes[@]}" "$here/$src" 2>&1); then
+    fail "$name: compiled, expected the #error \"$text...\""
+  elif grep -qF "$text" <<<"$log"; then
+    pass "$name"
+  else
+    fail "$name: failed without the #error \"$text...\"" "$log"
+  fi
+}
+
+for std in c++17 c++20; do
+  for override in "" -DLIVEALLOC_OVERRIDE; do
+    for lang in "" -fno-exceptions -fno-rtti "-fno-exceptions -fno-rtti"; do
+      # shellcheck disable=SC2206  # lang holds zero, one or two flags
+      flags=(-std=$std $override $lang)
+      name="$cxx ${flags[*]}"
+      exe="$work/consumer_${std}${override:+_override}$(tr -d ' -' <<<"$lang")"
+      if [ -n "$lang" ]; then  # apart from the warnings, so that a failure says which it is
+        build "compiles: $name" /dev/null consumer_flags.cpp -fsyntax-only "${flags[@]}" || continue
+      fi
+      build "strict warnings: $name" "$exe" consumer_flags.cpp "${strict[@]}" -O2 "${flags[@]}" \
+        -pthread || continue
+      if log=$("$exe" 2>&1); then pass "runs: $name"; else fail "runs: $name" "$log"; fi
+      if [[ $lang == *-fno-exceptions* ]]; then
+        log=$("$exe" new-fails 2>&1)
+        rc=$?
+        if [ $rc -eq 134 ] && grep -q "livealloc: operator new failed .*-fno-exceptions" <<<"$log"; then
+          pass "failed allocation aborts with a message: $name"
+        else
+          fail "failed allocation aborts with a message: $name (exit $rc)" "$log"
+        fi
+      fi
+    done
+  done
+done
+
+late="LIVEALLOC_OVERRIDE was defined after livealloc.h was first included"
+refuse "late LIVEALLOC_OVERRIDE after livealloc_reader.h" "$late" consumer_flags_late.cpp -std=c++17
+if [ ${#memlive[@]} -gt 0 ]; then
+  refuse "late LIVEALLOC_OVERRIDE after memlive.h" "$late" consumer_flags_late.cpp -std=c++17 \
+    "${memlive[@]}"
+fi
+build "LIVEALLOC_OVERRIDE first, headers included again" "$work/twice.o" consumer_flags_twice.cpp \
+  -c -std=c++17 -Wall -Wextra -Werror "${memlive[@]}"
+
+sanitized="LIVEALLOC_OVERRIDE cannot be combined with -fsanitize"
+for san in address thread; do
+  refuse "LIVEALLOC_OVERRIDE with -fsanitize=$san" "$sanitized" consumer_flags.cpp -std=c++17 \
+    -DLIVEALLOC_OVERRIDE -fsanitize=$san
+  build "-fsanitize=$san without LIVEALLOC_OVERRIDE" "$work/san_$san.o" consumer_flags.cpp -c \
+    -std=c++17 -fsanitize=$san
+done
+build "LIVEALLOC_OVERRIDE with -fsanitize=undefined" "$work/san_undefined.o" consumer_flags.cpp -c \
+  -std=c++17 -DLIVEALLOC_OVERRIDE -fsanitize=undefined
+
+if [ $failed -ne 0 ]; then
+  echo "consumer_flags: $failed check(s) failed with $cxx"
+  exit 1
+fi
+echo "consumer_flags: every check passed with $cxx"
