@@ -32,7 +32,8 @@ if ((smoke == 0)); then
   exec "$memlive" run --port "$port" -- "$program"
 fi
 
-# --smoke: memlive and the program run as a coprocess; we read memlive's output for the address,
+# --smoke: memlive and the program run as a coprocess; we read memlive's output for the address
+# (memlive prints its own lines on stderr, the program's "text_index: done" is on stdout: 2>&1),
 # wait until the program has built its indexes, check the snapshot, then close the program's input.
 coproc ML { exec "$memlive" run --port 0 --exit-when-done -- "$program" --rounds 3 --wait 2>&1; }
 ml_pid=$ML_PID

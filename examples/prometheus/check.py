@@ -61,6 +61,7 @@ if args.promtool:
                        text=True)
     check(r.returncode == 0, "promtool check config: %s%s" % (r.stdout.strip(), r.stderr.strip()))
 
+# memlive prints its own lines (the address) on stderr, the program its "done" on stdout: one pipe.
 ml = subprocess.Popen([args.memlive, "run", "--port", "0", "--exit-when-done", "--",
                        args.program, "--rounds", "1", "--wait"],
                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

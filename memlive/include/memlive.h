@@ -194,6 +194,14 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // livealloc_overflow_threads_total, livealloc_options_rejected_total; livealloc_option_effective
 // {pid, option}.
 std::string to_prometheus(const rd::snapshot& s);
+// The same families with one series per class instead of one per thread and class (labels pid,
+// class, size: the process totals, exited threads included), and no per-thread families: for
+// scrapers that count series (300 threads make about 200,000 series by thread, about 1,000 by
+// class). `floor`, kept between calls for one process, holds the largest total reported so far
+// of each cumulative counter and reports no less: a snapshot that leaves out a slot changing
+// hands, or catches a fold half done, would show a total going down, which Prometheus takes for
+// a reset. Without it, such a dip can show.
+std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* floor = nullptr);
 // The content type to serve it with.
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -740,6 +748,7 @@ inline void csv_row(writer& w, const rd::snapshot& s, const std::string& slot, s
 struct prom_row {
   std::string labels;  // pid="1",thread="x",tid="2",slot="0",class="3",size="48"
   const counter_row* row;
+  std::uint64_t live;  // livealloc_live_blocks
 };
 
 inline void prom_family(writer& w, const std::string& name, const char* type, const char* help) {
@@ -941,47 +950,27 @@ inline std::string to_csv(const rd::snapshot& s, bool header) {
   return out;
 }
 
-inline std::string to_prometheus(const rd::snapshot& s) {
-  using detail::prom_label;
-  const std::string pid = prom_label("pid", std::to_string(s.pid));
-  std::vector<detail::prom_row> rows;
-  std::vector<std::string> thread_labels;
-  const detail::own_threads_view own(s);
-  for (const rd::thread_view& t : s.threads) {
-    std::string base = pid + "," + prom_label("thread", t.name) + "," +
-                       prom_label("tid", std::to_string(t.tid)) + "," +
-                       prom_label("slot", std::to_string(t.slot));
-    if (own.contains(t)) base += ",memlive=\"true\"";  // memlive's own threads only
-    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
-      if (detail::row_nonzero(t.counters[cls]))
-        rows.push_back({base + "," + prom_label("class", std::to_string(cls)) + "," +
-                            prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                        &t.counters[cls]});
-    thread_labels.push_back(std::move(base));
-  }
-  const std::string exited_base = pid + ",thread=\"\",tid=\"0\",slot=\"exited\"";
-  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
-    if (detail::row_nonzero(s.exited[cls]))
-      rows.push_back({exited_base + "," + prom_label("class", std::to_string(cls)) + "," +
-                          prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                      &s.exited[cls]});
-
+namespace detail {
+// The Prometheus text of a snapshot: every counter family over `rows`, the per-thread families
+// when `thread_labels` is given (one label set per s.threads entry), and the process's.
+inline std::string prom_text(const rd::snapshot& s, const std::string& pid,
+                             const std::vector<prom_row>& rows,
+                             const std::vector<std::string>* thread_labels) {
   std::string out;
   out.reserve(1024 + rows.size() * 15 * 120);
   {
-    detail::writer w(out);
+    writer w(out);
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
       const bool gauge = counter_is_gauge(c);
       std::string name = std::string("livealloc_") + kCounterNames[c] + (gauge ? "" : "_total");
-      detail::prom_family(w, name, gauge ? "gauge" : "counter", kCounterHelp[c]);
-      for (const detail::prom_row& r : rows) detail::prom_sample(w, name, r.labels, (*r.row)[c]);
+      prom_family(w, name, gauge ? "gauge" : "counter", kCounterHelp[c]);
+      for (const prom_row& r : rows) prom_sample(w, name, r.labels, (*r.row)[c]);
     }
     const std::string live = "livealloc_live_blocks";
-    detail::prom_family(w, live, "gauge",
+    prom_family(w, live, "gauge",
                         "Live blocks: allocs + adopted - frees - large_freed_by_others - "
                         "handed_over - foreign_allocs.");
-    for (const detail::prom_row& r : rows)
-      detail::prom_sample(w, live, r.labels, detail::live_of(*r.row));
+    for (const prom_row& r : rows) prom_sample(w, live, r.labels, r.live);
 
     struct per_thread {
       const char* name;
@@ -1001,10 +990,11 @@ inline std::string to_prometheus(const rd::snapshot& s) {
          &rd::thread_view::madvise_calls},
     };
     for (const per_thread& f : kThread) {
+      if (!thread_labels) break;
       const std::string name = f.name;
-      detail::prom_family(w, name, "counter", f.help);
+      prom_family(w, name, "counter", f.help);
       for (std::size_t i = 0; i < s.threads.size(); ++i)
-        detail::prom_sample(w, name, thread_labels[i], s.threads[i].*f.field);
+        prom_sample(w, name, (*thread_labels)[i], s.threads[i].*f.field);
     }
 
     struct per_process {
@@ -1040,21 +1030,72 @@ inline std::string to_prometheus(const rd::snapshot& s) {
         {"livealloc_options_rejected_total", "counter",
          "Invalid tuning values the allocator refused.", s.rejected},
     };
-    detail::prom_family(w, "livealloc_process_alive", "gauge",
+    prom_family(w, "livealloc_process_alive", "gauge",
                         "1 while the process runs; 0 once it is gone (the values are its last).");
-    detail::prom_sample(w, "livealloc_process_alive", pid, s.process_alive ? 1 : 0);
+    prom_sample(w, "livealloc_process_alive", pid, s.process_alive ? 1 : 0);
     for (const per_process& f : kProcess) {
       const std::string name = f.name;
-      detail::prom_family(w, name, f.type, f.help);
-      detail::prom_sample(w, name, pid, f.value);
+      prom_family(w, name, f.type, f.help);
+      prom_sample(w, name, pid, f.value);
     }
     const std::string opt = "livealloc_option_effective";
-    detail::prom_family(w, opt, "gauge", "Value in force of each tunable threshold.");
+    prom_family(w, opt, "gauge", "Value in force of each tunable threshold.");
     for (const rd::option_view& o : s.options)
-      detail::prom_sample(w, opt, pid + "," + prom_label("option", o.name), o.effective);
+      prom_sample(w, opt, pid + "," + prom_label("option", o.name), o.effective);
   }
   return out;
 }
+}  // namespace detail
+
+inline std::string to_prometheus(const rd::snapshot& s) {
+  using detail::prom_label;
+  const std::string pid = prom_label("pid", std::to_string(s.pid));
+  std::vector<detail::prom_row> rows;
+  std::vector<std::string> thread_labels;
+  const detail::own_threads_view own(s);
+  for (const rd::thread_view& t : s.threads) {
+    std::string base = pid + "," + prom_label("thread", t.name) + "," +
+                       prom_label("tid", std::to_string(t.tid)) + "," +
+                       prom_label("slot", std::to_string(t.slot));
+    if (own.contains(t)) base += ",memlive=\"true\"";  // memlive's own threads only
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      if (detail::row_nonzero(t.counters[cls]))
+        rows.push_back({base + "," + prom_label("class", std::to_string(cls)) + "," +
+                            prom_label("size", std::to_string(detail::class_size_of(s, cls))),
+                        &t.counters[cls], detail::live_of(t.counters[cls])});
+    thread_labels.push_back(std::move(base));
+  }
+  const std::string exited_base = pid + ",thread=\"\",tid=\"0\",slot=\"exited\"";
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    if (detail::row_nonzero(s.exited[cls]))
+      rows.push_back({exited_base + "," + prom_label("class", std::to_string(cls)) + "," +
+                          prom_label("size", std::to_string(detail::class_size_of(s, cls))),
+                      &s.exited[cls], detail::live_of(s.exited[cls])});
+  return detail::prom_text(s, pid, rows, &thread_labels);
+}
+
+inline std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* floor) {
+  using detail::prom_label;
+  const std::string pid = prom_label("pid", std::to_string(s.pid));
+  rd::counter_matrix sums{};
+  std::vector<detail::prom_row> rows;
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+    for (unsigned c = 0; c < tl::kCounterCount; ++c) {
+      sums[cls][c] = s.total(cls, c);
+      // A total only grows: what reads lower is a slot left out, or a fold caught half done.
+      if (floor && !counter_is_gauge(c)) {
+        if (sums[cls][c] < (*floor)[cls][c]) sums[cls][c] = (*floor)[cls][c];
+        (*floor)[cls][c] = sums[cls][c];
+      }
+    }
+    if (detail::row_nonzero(sums[cls]))
+      rows.push_back({pid + "," + prom_label("class", std::to_string(cls)) + "," +
+                          prom_label("size", std::to_string(detail::class_size_of(s, cls))),
+                      &sums[cls], s.live(cls)});
+  }
+  return detail::prom_text(s, pid, rows, nullptr);
+}
+
 
 inline bool parse_assignment(const std::string& text, assignment* out, std::string* error) {
   auto fail = [&](const std::string& msg) {
@@ -1181,7 +1222,9 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 // Cache-Control: no-store):
 //   GET  /healthz        {"ok":true,"pid":N,"alive":bool,"uptime_ms":N,"version":"0.1.0"}
 //   GET  /api/snapshot   one memlive.snapshot/1 object (application/json)
-//   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType)
+//   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType); ?by=class: one series
+//                        per class (to_prometheus_by_class, its floor kept per server), ?by=thread
+//                        the default, another value 400
 //   GET  /api/options    {"generation","validated_generation","rejected","writable","options":[
 //                         {name, requested, effective, min, max, default, live, bool}]}
 //   POST /api/options    body {"name": value, ...} (Content-Type application/json, at most
@@ -1524,6 +1567,7 @@ class server {
   response history_response(const char* query);
   response baseline_request(mg_connection* conn, const std::string& method);
   response since_response(const char* query);
+  response metrics_response(const char* query);
   response read_json_body(mg_connection* conn, std::string* body);  // code 0: fine
   void sampler();
   std::uint64_t history_step_ms() const {  // one history sample per this many ms
@@ -1560,6 +1604,10 @@ class server {
   std::deque<history_entry> history_;
   std::size_t history_bytes_ = 0;
   std::thread sampler_;
+
+  std::mutex floor_mutex_;  // /metrics?by=class: the largest totals reported (to_prometheus_by_class)
+  rd::counter_matrix floor_{};
+  std::uint64_t floor_start_ns_ = 0;
 
   std::mutex baseline_mutex_;
   std::unique_ptr<rd::snapshot> baseline_;  // null: none
@@ -1817,11 +1865,7 @@ inline int server::handle(mg_connection* conn) {
     r = snapshot_response();
     if (path == "/api/stream") r.type = "text/event-stream";
   } else if (path == "/metrics") {
-    rd::snapshot s;
-    if (take_or_503(&s, &r)) {
-      r.type = kPrometheusContentType;
-      r.body = to_prometheus(s);
-    }
+    r = metrics_response(ri->query_string);
   } else if (path == "/api/options") {
     r = options_response();
   } else if (path == "/favicon.ico") {
@@ -2089,6 +2133,34 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
 }
 
 // GET /api/snapshot?since=baseline (any other query: the plain snapshot).
+// GET /metrics, ?by=thread (the default) or ?by=class.
+inline server::response server::metrics_response(const char* query) {
+  response r;
+  char value[16];
+  const int n = query_var(query, "by", value, sizeof value);
+  const bool by_class = n >= 0 && std::strcmp(value, "class") == 0;
+  if (n != -1 && !by_class && !(n >= 0 && std::strcmp(value, "thread") == 0)) {
+    const std::string field = "by";
+    r.code = 400;
+    r.body = json_error("by must be 'thread' or 'class'", &field);
+    return r;
+  }
+  rd::snapshot s;
+  if (!take_or_503(&s, &r)) return r;
+  r.type = kPrometheusContentType;
+  if (!by_class) {
+    r.body = to_prometheus(s);
+    return r;
+  }
+  std::lock_guard<std::mutex> lock(floor_mutex_);
+  if (floor_start_ns_ != s.start_ns) {  // the program the process exec'd counts from zero
+    floor_ = rd::counter_matrix{};
+    floor_start_ns_ = s.start_ns;
+  }
+  r.body = to_prometheus_by_class(s, &floor_);
+  return r;
+}
+
 inline server::response server::since_response(const char* query) {
   char value[32];
   const int n = query_var(query, "since", value, sizeof value);

@@ -160,7 +160,8 @@ constexpr const char* kRunHelp =
     "Starts the program with LD_PRELOAD=<liblivealloc.so> (prepended to an existing LD_PRELOAD)\n"
     "and LIVEALLOC_PROFILE=1, waits for its telemetry segment and serves it like `serve` at\n"
     "http://H:P/ (printed). When the program exits, its status is printed and its last state\n"
-    "stays served until SIGINT/SIGTERM. memlive then exits with the program's status (128+N if\n"
+    "stays served until SIGINT/SIGTERM. memlive prints its own lines on stderr: the program's\n"
+    "stdout is the program's alone. memlive then exits with the program's status (128+N if\n"
     "killed by signal N). SIGINT/SIGTERM while the program runs is passed on to it, and if\n"
     "memlive dies the program gets SIGTERM. A program that calls exec is followed into its new\n"
     "image. Exit 127: program not found; 126: not executable; 8: the port is in use (the\n"
@@ -867,9 +868,10 @@ int cmd_run(const args& a) {
   }
   if (!seg) {
     rd::remove_stale_segment(pid, a.dir);  // in case it published just before it ended
-    std::printf("memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
-                pid, a.program[0].c_str(), describe_status(ws).c_str());
-    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
+                 pid, a.program[0].c_str(), describe_status(ws).c_str());
+    std::fflush(stderr);
     return exit_code_of(ws);
   }
 
@@ -882,9 +884,9 @@ int cmd_run(const args& a) {
                   "run: " + st.message + "; choose another with --port (0: any free port)");
     return fail(static_cast<error_kind>(1), "run: " + st.message);
   }
-  std::printf("memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
-              a.program[0].c_str(), opts.host.c_str(), st.port);
-  std::fflush(stdout);
+  std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
+               a.program[0].c_str(), opts.host.c_str(), st.port);
+  std::fflush(stderr);
   while (!exited) {
     if (waitpid(pid, &ws, WNOHANG) == pid) {
       exited = true;
@@ -902,16 +904,19 @@ int cmd_run(const args& a) {
   // A program that a signal ended (our SIGTERM at Ctrl-C, a kill -9) left its segment's name:
   // ours to remove, it is our child. The server keeps the segment mapped, last state and all.
   rd::remove_stale_segment(pid, a.dir);
-  std::printf("memlive: process %d (%s) %s\n", pid, name.c_str(), describe_status(ws).c_str());
+  // memlive's own lines go to stderr: the program shares stdout, which is the program's alone
+  // (`memlive run -- prog > out.txt` holds prog's output and nothing else).
+  std::fprintf(stderr, "memlive: process %d (%s) %s\n", pid, name.c_str(),
+               describe_status(ws).c_str());
   if (!a.exit_when_done && !g_stop) {
-    std::printf("memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",
-                opts.host.c_str(), st.port);
-    std::fflush(stdout);
+    std::fprintf(stderr, "memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",
+                 opts.host.c_str(), st.port);
+    std::fflush(stderr);
     while (!g_stop) sleep_until(monotonic_ms() + 100);
   }
-  std::fflush(stdout);
   srv.stop();
-  std::printf("memlive: stopped\n");
+  std::fprintf(stderr, "memlive: stopped\n");
+  std::fflush(stderr);
   return exit_code_of(ws);
 }
 

@@ -616,6 +616,13 @@ def cmd_promtool(ml, wl):
                 p = run([promtool, "check", "metrics"], input=body)
                 check(p.returncode == 0,
                       "promtool check metrics accepts GET /metrics: %s%s" % (p.stdout, p.stderr))
+                with urllib.request.urlopen("http://127.0.0.1:%s/metrics?by=class" % m.group(1),
+                                            timeout=10) as resp:
+                    body = resp.read().decode()
+                p = run([promtool, "check", "metrics"], input=body)
+                check(p.returncode == 0 and "livealloc_allocs_total{" in body,
+                      "promtool check metrics accepts GET /metrics?by=class: %s%s" %
+                      (p.stdout, p.stderr))
         finally:
             srv.terminate()
             srv.wait(timeout=10)

@@ -371,6 +371,38 @@ TEST_CASE("Prometheus text: HELP and TYPE once per family, strict sample lines, 
         std::string::npos);
 }
 
+TEST_CASE("Prometheus by class: one series per class, the process totals, never going down") {
+  rd::snapshot s = make_snapshot(4, true, true);
+  rd::counter_matrix floor{};
+  const std::string text = memlive::to_prometheus_by_class(s, &floor);
+  CHECK(text.find("thread=") == std::string::npos);
+  CHECK(text.find("livealloc_thread_") == std::string::npos);
+  CHECK(text.find("livealloc_process_alive{pid=\"4242\"} 1\n") != std::string::npos);
+  const unsigned cls = 3;
+  const auto sample = [](const std::string& family, unsigned c, std::uint64_t v) {
+    return "\n" + family + "{pid=\"4242\",class=\"" + std::to_string(c) + "\",size=\"" +
+           std::to_string(c * 16) + "\"} " + std::to_string(v) + "\n";
+  };
+  const std::uint64_t allocs = s.total(cls, tl::c_allocs), frees = s.total(cls, tl::c_frees);
+  CHECK(text.find(sample("livealloc_allocs_total", cls, allocs)) != std::string::npos);
+  CHECK(text.find(sample("livealloc_frees_total", cls, frees)) != std::string::npos);
+  CHECK(text.find(sample("livealloc_live_blocks", cls, s.live(cls))) != std::string::npos);
+  // The next snapshot leaves out thread 3 (it changed hands while copied): its counts would
+  // vanish from the totals. Counters stay at what was reported; gauges follow the snapshot.
+  rd::snapshot next = s;
+  next.threads.pop_back();
+  const std::string later = memlive::to_prometheus_by_class(next, &floor);
+  CHECK(next.total(cls, tl::c_allocs) < allocs);
+  CHECK(later.find(sample("livealloc_allocs_total", cls, allocs)) != std::string::npos);
+  CHECK(later.find(sample("livealloc_frees_total", cls, frees)) != std::string::npos);
+  CHECK(later.find(sample("livealloc_pages_in_use", cls, next.total(cls, tl::c_pages_in_use))) !=
+        std::string::npos);
+  // Without a floor, the dip shows.
+  CHECK(memlive::to_prometheus_by_class(next).find(
+            sample("livealloc_allocs_total", cls, next.total(cls, tl::c_allocs))) !=
+        std::string::npos);
+}
+
 TEST_CASE("serialising 64 threads x 53 classes (timed, printed)") {
   for (bool typical : {false, true}) {
     const rd::snapshot s = make_snapshot(64, true, typical);

@@ -100,6 +100,38 @@ def option(opts, name):
     return next((o for o in opts["options"] if o["name"] == name), None)
 
 
+def check_metrics_by_class(port, pid):
+    """/metrics?by=class: one series per class, each between the process totals of a snapshot
+    taken before and one taken after; ?by=thread is the default text; another value 400."""
+    _, _, before = get_json(port, "/api/snapshot")
+    st, h, body = request(port, "GET", "/metrics?by=class")
+    _, _, after = get_json(port, "/api/snapshot")
+    text = body.decode()
+    check(st == 200 and h.get("content-type") == PROM_TYPE and "thread=" not in text and
+          "livealloc_thread_" not in text, "/metrics?by=class: 200, no thread labels (got %d)" % st)
+
+    def totals(snap, counter):
+        i = snap["counters"].index(counter)
+        out = {}
+        for rows in [t["classes"] for t in snap["threads"]] + [snap["exited"]]:
+            for r in rows:
+                out[r[0]] = out.get(r[0], 0) + r[1 + i]
+        return out
+    for counter in ("allocs", "frees"):
+        lo, hi = totals(before, counter), totals(after, counter)
+        got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+            r'\nlivealloc_%s_total\{pid="%d",class="(\d+)",size="\d+"\} (\d+)' % (counter, pid),
+            text)}
+        check(got and set(got) == set(hi) and
+              all(lo.get(c, 0) <= v <= hi[c] for c, v in got.items()),
+              "/metrics?by=class %s per class between two snapshots' totals (%d classes)" %
+              (counter, len(got)))
+    st, _, body = request(port, "GET", "/metrics?by=thread")
+    check(st == 200 and b'thread="' in body, "/metrics?by=thread: the default, per thread")
+    st, _, j = get_json(port, "/metrics?by=nope")
+    check(st == 400 and j and j.get("field") == "by", "/metrics?by=nope: 400, field by (%d)" % st)
+
+
 def check_endpoints(port, pid, want):
     st, h, j = get_json(port, "/healthz")
     check(st == 200 and h.get("content-type") == JSON_TYPE and j and j["ok"] is True and
@@ -116,6 +148,7 @@ def check_endpoints(port, pid, want):
     cli_test.check_prometheus(body.decode(), want, pid)
     check('\nlivealloc_process_alive{pid="%d"} 1\n' % pid in body.decode(),
           "/metrics: livealloc_process_alive 1 while the process runs")
+    check_metrics_by_class(port, pid)
     st, h, j = get_json(port, "/api/options")
     check(st == 200 and h.get("content-type") == JSON_TYPE and j and
           isinstance(j["generation"], int) and option(j, "page_recycle") is not None and
@@ -688,12 +721,14 @@ def cmd_serve(ml, wl):
             p.wait()
 
 
-def read_until(p, pattern, timeout=TIMEOUT):
-    """Lines of p.stdout until one matches pattern: (match or None, lines read). Reads the raw
-    fd (a buffered readline would hide lines already read from select)."""
+def read_until(p, pattern, timeout=TIMEOUT, stream="stdout"):
+    """Lines of p.stdout (or p.stderr: stream="stderr") until one matches pattern: (match or
+    None, lines read). Reads the raw fd (a buffered readline would hide lines already read from
+    select); what was read past the match stays in p._ml_buf (stdout) or p._ml_errbuf."""
     lines = []
-    fd = p.stdout.fileno()
-    buf = getattr(p, "_ml_buf", b"")
+    fd = getattr(p, stream).fileno()
+    attr = "_ml_buf" if stream == "stdout" else "_ml_errbuf"
+    buf = getattr(p, attr, b"")
     deadline = time.time() + timeout
     try:
         while True:
@@ -712,7 +747,7 @@ def read_until(p, pattern, timeout=TIMEOUT):
                 return None, lines
             buf += chunk
     finally:
-        p._ml_buf = buf
+        setattr(p, attr, buf)
 
 
 def cmd_run_errors(ml):
@@ -792,9 +827,9 @@ def check_run_exec_name(ml):
     r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
                         "exec python3 -c 'import time; time.sleep(1.5)'"],
                        capture_output=True, text=True, timeout=TIMEOUT)
-    check(r.returncode == 0 and "(python3) exited with status 0" in r.stdout,
+    check(r.returncode == 0 and "(python3) exited with status 0" in r.stderr,
           "run: sh that execs python3 ends as python3 (%d: %s)" % (r.returncode,
-                                                                   r.stdout.strip()[-200:]))
+                                                                   r.stderr.strip()[-200:]))
 
 
 def check_run_sigpipe(ml):
@@ -802,18 +837,45 @@ def check_run_sigpipe(ml):
     is inherited across exec: `yes | head -1` would then print 'Broken pipe')."""
     r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
                         "yes | head -1"], capture_output=True, text=True, timeout=TIMEOUT)
-    check(r.returncode == 0 and "Broken pipe" not in r.stderr,
-          "run: `yes | head -1` ends quietly, SIGPIPE at its default (%d: %s)" %
-          (r.returncode, r.stderr.strip()[-200:]))
+    # memlive's own lines are on stderr too: only the program's part counts.
+    prog_err = "".join(ln for ln in r.stderr.splitlines(True) if not ln.startswith("memlive:"))
+    check(r.returncode == 0 and "Broken pipe" not in prog_err and r.stdout == "y\n",
+          "run: `yes | head -1` ends quietly, SIGPIPE at its default (%d: %r %s)" %
+          (r.returncode, r.stdout[:40], prog_err.strip()[-200:]))
+
+
+def check_run_stdout_own(ml):
+    """run: memlive's own lines (the URL, the exit status, stopped) go to stderr, so the
+    program's stdout is the program's alone (`memlive run -- prog > out.txt`)."""
+    # `echo hello` may end before it publishes its segment (then "... nothing to serve"): either
+    # way, stdout is the program's. The second one lives long enough to be served.
+    for script, served in (("echo hello", None), ("echo hello; sleep 1", True)):
+        r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
+                            script], capture_output=True, text=True, timeout=TIMEOUT)
+        check(r.returncode == 0 and r.stdout == "hello\n",
+              "run: the stdout of sh -c %r is exactly its own 'hello' (%d: %r)" %
+              (script, r.returncode, r.stdout[-200:]))
+        mine = [ln for ln in r.stderr.splitlines() if ln.startswith("memlive:")]
+        serving = [ln for ln in mine if re.match(
+            r"memlive: serving process \d+ \(/bin/sh\) at http://127\.0\.0\.1:\d+/", ln)]
+        if served or serving:
+            ok = (len(serving) == 1 and mine[-1:] == ["memlive: stopped"] and
+                  any(re.match(r"memlive: process \d+ \(\S+\) exited with status 0$", ln)
+                      for ln in mine))
+        else:
+            ok = any(re.match(r"memlive: process \d+ \(/bin/sh\) exited with status 0 before "
+                              r"publishing its telemetry; nothing to serve$", ln) for ln in mine)
+        check(ok, "run: for sh -c %r, memlive's lines (serving, the exit status, stopped) are "
+              "on stderr (%r)" % (script, r.stderr[-300:]))
 
 
 def start_run(ml, args, env=None):
     """`memlive run --port 0 ARGS` once it serves: the process and the program's pid (None if it
     never said, which is reported)."""
     p = subprocess.Popen([ml, "run", "--port", "0"] + args, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                          env=env)
-    m, lines = read_until(p, r"serving process (\d+) ")
+    m, lines = read_until(p, r"^memlive: serving process (\d+) ", stream="stderr")
     check(m, "memlive run prints the URL (%s)" % lines)
     return p, int(m.group(1)) if m else None
 
@@ -895,9 +957,11 @@ def cmd_run(ml, target):
     env = dict(os.environ, LD_PRELOAD="")
     p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "100", "--exit-when-done", "--",
                           target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env)
+                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
     try:
-        m, lines = read_until(p, r"serving process (\d+) \(.*\) at http://127\.0\.0\.1:(\d+)/")
+        # memlive's lines are on stderr, the program's ("target ready", "allocated") on stdout
+        m, lines = read_until(p, r"^memlive: serving process (\d+) \(.*\) at "
+                              r"http://127\.0\.0\.1:(\d+)/", stream="stderr")
         if not check(m, "memlive run prints the URL (%s)" % lines):
             return
         pid, port = int(m.group(1)), int(m.group(2))
@@ -934,9 +998,11 @@ def cmd_run(ml, target):
         p.stdin.flush()
         rc = p.wait(timeout=TIMEOUT)
         out = p._ml_buf.decode() + p.stdout.read()
-        check(rc == 5 and "exited with status 5" in out,
-              "run --exit-when-done: exits with the program's status 5 and says so (%d %r)" %
-              (rc, out))
+        err = getattr(p, "_ml_errbuf", b"").decode() + p.stderr.read()
+        check(rc == 5 and "memlive: process %d (" % pid in err and
+              "exited with status 5" in err and "memlive:" not in out,
+              "run --exit-when-done: exits with the program's status 5 and says so on stderr, "
+              "not in the program's stdout (%d %r %r)" % (rc, err, out))
         try:
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
             refused = False
@@ -950,15 +1016,15 @@ def cmd_run(ml, target):
 
     # Without --exit-when-done: the last state stays served until SIGTERM; exit = the status.
     p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                          env=env)
     try:
-        m, lines = read_until(p, r"at http://127\.0\.0\.1:(\d+)/")
+        m, lines = read_until(p, r"at http://127\.0\.0\.1:(\d+)/", stream="stderr")
         if check(m, "memlive run (no --exit-when-done) prints the URL"):
             port = int(m.group(1))
             p.stdin.write("exit 4\n")
             p.stdin.flush()
-            m2, lines = read_until(p, r"still serving its last state")
+            m2, lines = read_until(p, r"still serving its last state", stream="stderr")
             check(m2 and any("exited with status 4" in ln for ln in lines),
                   "run: reports the exit (status 4) and keeps serving (%s)" % lines)
             st, _, snap = get_json(port, "/api/snapshot")
@@ -1027,6 +1093,7 @@ def main():
             cmd_run_killed(a.memlive, a.target)
             check_run_exec_name(a.memlive)
             check_run_sigpipe(a.memlive)
+            check_run_stdout_own(a.memlive)
             check_exec_unprofiled(a.memlive)
     else:
         cmd_serve(a.memlive, a.workload)
