@@ -44,8 +44,9 @@ constexpr const char* kUsage =
     "verbs:\n"
     "  list [--clean]                      processes publishing a segment; --clean removes the\n"
     "                                      segments of processes that are gone\n"
-    "  snapshot --pid N [--format F]       one snapshot to stdout; F: json (default), csv,\n"
-    "                                      prometheus\n"
+    "  snapshot --pid N [--format F] [--by B]\n"
+    "                                      one snapshot to stdout; F: json (default), csv,\n"
+    "                                      prometheus (B: thread or class)\n"
     "  tune --pid N name=value ...         change live thresholds (all validated first; none\n"
     "                                      applied if one is wrong)\n"
     "  record --pid N --interval MS --out FILE [--count N | --duration S]\n"
@@ -90,7 +91,7 @@ constexpr const char* kListHelp =
     "  --clean        also remove the segments of processes that are gone, and say how many\n"
     "  -h, --help     this text\n";
 constexpr const char* kSnapshotHelp =
-    "usage: memlive snapshot --pid N [--format json|csv|prometheus]\n"
+    "usage: memlive snapshot --pid N [--format json|csv|prometheus] [--by thread|class]\n"
     "\n"
     "Prints one snapshot of the process's counters. A segment left by a process that is gone is\n"
     "still printed, with a note on stderr.\n"
@@ -100,6 +101,9 @@ constexpr const char* kSnapshotHelp =
     "  --format F     json (default): one object, schema memlive.snapshot/1 (memlive/README.md);\n"
     "                 csv: one row per thread and size class with a non-zero counter;\n"
     "                 prometheus: text exposition format 0.0.4\n"
+    "  --by B         with --format prometheus: thread (default), a series per thread and size\n"
+    "                 class; class, a series per size class with the process totals (as\n"
+    "                 GET /metrics?by=class)\n"
     "  -h, --help     this text\n";
 constexpr const char* kTuneHelp =
     "usage: memlive tune --pid N name=value [name=value ...]\n"
@@ -201,6 +205,7 @@ struct args {
   int pid = 0;
   bool have_pid = false;
   std::string format = "json";
+  std::string by;  // snapshot --by: "", thread or class
   std::string host = "127.0.0.1";
   long long port = 8080;
   std::string dir = "/dev/shm";  // hidden: --dir, for tests
@@ -269,6 +274,12 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         return false;
       }
       a->format = value;
+    } else if (arg == "--by") {
+      if (value != "thread" && value != "class") {
+        *error = "--by: '" + value + "' is not thread or class";
+        return false;
+      }
+      a->by = value;
     } else if (arg == "--host") {
       a->host = value;
     } else if (arg == "--port") {
@@ -382,6 +393,8 @@ std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int*
 int cmd_snapshot(const args& a) {
   if (!a.have_pid) return usage_error("snapshot: --pid N is required", kSnapshotHelp);
   if (!a.positional.empty()) return usage_error("snapshot: unexpected '" + a.positional[0] + "'");
+  if (!a.by.empty() && a.format != "prometheus")
+    return usage_error("snapshot: --by goes with --format prometheus", kSnapshotHelp);
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
@@ -390,7 +403,8 @@ int cmd_snapshot(const args& a) {
   if (!s.process_alive)
     std::fprintf(stderr, "memlive: note: process %d is gone; this is its stale segment\n", a.pid);
   std::string out = a.format == "csv"          ? memlive::to_csv(s)
-                    : a.format == "prometheus" ? memlive::to_prometheus(s)
+                    : a.format == "prometheus" ? (a.by == "class" ? memlive::to_prometheus_by_class(s)
+                                                                  : memlive::to_prometheus(s))
                                                : memlive::to_json(s) + "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
     return fail(static_cast<error_kind>(1), std::string("writing stdout: ") + strerror(errno));
@@ -956,7 +970,7 @@ int main(int argc, char** argv) {
   };
   static const verb_info kVerbs[] = {
       {"list", "--clean", kListHelp, cmd_list},
-      {"snapshot", "--pid --format", kSnapshotHelp, cmd_snapshot},
+      {"snapshot", "--pid --format --by", kSnapshotHelp, cmd_snapshot},
       {"tune", "--pid", kTuneHelp, cmd_tune},
       {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
       {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},

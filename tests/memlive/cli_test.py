@@ -398,6 +398,9 @@ def check_errors(ml, workload_pid, tmp):
     usage = [
         ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N is required"),
         (["snapshot", "--pid", "1", "--format", "xml"], "not json, csv or prometheus"),
+        (["snapshot", "--pid", "1", "--format", "prometheus", "--by", "tid"],
+         "not thread or class"),
+        (["snapshot", "--pid", "1", "--by", "class"], "--by goes with --format prometheus"),
         (["snapshot", "--pid", "abc"], "not a process id"),
         (["record", "--pid", str(workload_pid), "--interval", "5", "--out", "/dev/null"],
          "from 10"),
@@ -599,6 +602,12 @@ def cmd_promtool(ml, wl):
         check(r.returncode == 0, "snapshot --format prometheus: exit 0")
         p = run([promtool, "check", "metrics"], input=r.stdout)
         check(p.returncode == 0, "promtool check metrics accepts it: %s%s" % (p.stdout, p.stderr))
+        r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus", "--by", "class"])
+        p = run([promtool, "check", "metrics"], input=r.stdout)
+        check(r.returncode == 0 and p.returncode == 0 and "thread=" not in r.stdout and
+              "livealloc_allocs_total{" in r.stdout,
+              "snapshot --format prometheus --by class: exit 0, no thread labels, promtool "
+              "accepts it: %s%s" % (p.stdout, p.stderr))
         # The same text over HTTP, as a scraper gets it: GET /metrics of `memlive serve`.
         srv = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
