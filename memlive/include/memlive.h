@@ -2025,7 +2025,8 @@ inline server::response server::history_response(const char* query) {
     seconds = v;
   }
   const std::uint64_t now = steady_ms();
-  const std::uint64_t from = now > std::uint64_t(seconds) * 1000 ? now - seconds * 1000 : 0;
+  const std::uint64_t span = std::uint64_t(seconds) * 1000;  // seconds >= 1 here
+  const std::uint64_t from = now > span ? now - span : 0;
   std::vector<std::shared_ptr<const std::string>> picked;
   {
     std::lock_guard<std::mutex> lock(history_mutex_);

@@ -7,7 +7,8 @@
 #   (without exceptions a failed allocation must abort saying why);
 # - LIVEALLOC_OVERRIDE after an earlier include (consumer_flags_late.cpp) and LIVEALLOC_OVERRIDE
 #   under -fsanitize=address or thread must fail with their #error;
-# - the normal order (consumer_flags_twice.cpp) and the sanitizers without the override compile.
+# - the normal order (consumer_flags_twice.cpp, with memlive.h: strict warnings too) and the
+#   sanitizers without the override compile.
 # The memlive.h cases run when an -I directory holds memlive.h. Exit 1 names every failed check.
 set -u
 if [ $# -lt 3 ]; then
@@ -97,8 +98,11 @@ if [ ${#memlive[@]} -gt 0 ]; then
   refuse "late LIVEALLOC_OVERRIDE after memlive.h" "$late" consumer_flags_late.cpp -std=c++17 \
     "${memlive[@]}"
 fi
-build "LIVEALLOC_OVERRIDE first, headers included again" "$work/twice.o" consumer_flags_twice.cpp \
-  -c -std=c++17 -Wall -Wextra -Werror "${memlive[@]}"
+# (memlive.h too, when found: it needs exceptions and RTTI, but not fewer warnings.)
+for std in c++17 c++20; do
+  build "LIVEALLOC_OVERRIDE first, headers included again, strict warnings: -std=$std" \
+    "$work/twice.o" consumer_flags_twice.cpp -c -std=$std "${strict[@]}" "${memlive[@]}"
+done
 
 sanitized="LIVEALLOC_OVERRIDE cannot be combined with -fsanitize"
 for san in address thread; do
