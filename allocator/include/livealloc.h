@@ -67,15 +67,17 @@
 #endif
 // ASan's and TSan's runtimes own malloc: a second malloc in the program crashes it at start-up,
 // before any message, so say it here.
-#ifdef LIVEALLOC_OVERRIDE
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
-#elif defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)  // gcc
+#define LIVEALLOC_SANITIZER_MALLOC 1
+#elif defined(__has_feature)  // clang
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LIVEALLOC_SANITIZER_MALLOC 1
+#endif
+#endif
+#if defined(LIVEALLOC_OVERRIDE) && defined(LIVEALLOC_SANITIZER_MALLOC)
 #error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
 #endif
-#endif
-#endif
+#undef LIVEALLOC_SANITIZER_MALLOC
 
 #define LIVEALLOC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LIVEALLOC_UNLIKELY(x) __builtin_expect(!!(x), 0)

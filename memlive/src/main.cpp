@@ -885,7 +885,6 @@ int cmd_run(const args& a) {
     std::fprintf(stderr,
                  "memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
                  pid, a.program[0].c_str(), describe_status(ws).c_str());
-    std::fflush(stderr);
     return exit_code_of(ws);
   }
 
@@ -900,7 +899,6 @@ int cmd_run(const args& a) {
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
                a.program[0].c_str(), opts.host.c_str(), st.port);
-  std::fflush(stderr);
   while (!exited) {
     if (waitpid(pid, &ws, WNOHANG) == pid) {
       exited = true;
@@ -925,12 +923,10 @@ int cmd_run(const args& a) {
   if (!a.exit_when_done && !g_stop) {
     std::fprintf(stderr, "memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",
                  opts.host.c_str(), st.port);
-    std::fflush(stderr);
     while (!g_stop) sleep_until(monotonic_ms() + 100);
   }
   srv.stop();
   std::fprintf(stderr, "memlive: stopped\n");
-  std::fflush(stderr);
   return exit_code_of(ws);
 }
 
