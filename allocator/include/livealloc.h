@@ -128,6 +128,11 @@ std::size_t usable_size(const void* ptr) noexcept;
 // Returns cached free memory to the OS now (this thread, exited threads, the caches) and asks
 // every other thread to do the same at its next slow path. True when anything was released.
 bool trim() noexcept;
+// Gives what the calling thread keeps for its own reuse (its recent-free lists, its empty pages,
+// its pending remote frees) back to the shared page heap, which returns it to the OS after
+// `purge_delay` like any released memory. For a thread that goes idle after a burst, such as a
+// server's worker after a large answer; cheap when it holds nothing. True when a page went back.
+bool trim_thread() noexcept;
 
 enum class option_status { ok, unknown_name, out_of_range, not_live };
 // Changes a threshold while the program runs; each thread applies it at its next slow path.
@@ -1029,6 +1034,7 @@ struct global_state {
   large_cache_entry large_cache[kLargeCacheSlots] = {};
   unsigned large_cache_count = 0;
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
+  std::atomic<std::uint64_t> caches_generation{0};     // options generation caches_apply_options saw
   std::atomic<std::size_t> large_count{0};
   std::atomic<std::uint64_t> large_areas{0};  // the last large_cache_entry::area handed out
   page_heap pages;
@@ -1185,6 +1191,19 @@ inline segment* segment_alloc() noexcept {
   s->dirty_old = 0;
   s->used_units = 0;
   return s;
+}
+
+// Unmaps a list of empty segments taken out of the cache.
+inline void segments_unmap(segment* list) noexcept {
+  while (list) {
+    segment* next = list->next;
+#if LIVEALLOC_CHECKED
+    chunk_mark(list, kSegmentSize, 0);
+#endif
+    sub(g_proc->segment_bytes, kSegmentSize);
+    os_unmap(list, kSegmentSize);
+    list = next;
+  }
 }
 
 // A segment left without a used or dirty unit goes to the cache, or back to the OS.
@@ -1639,33 +1658,96 @@ inline std::uint64_t options_gen() noexcept {
 }
 
 // A writer (memlive, or anyone with the segment) changed the control block: accept valid values,
-// undo and count invalid ones. One thread does it per generation.
+// undo and count invalid ones. One thread does it per generation. The block is shared memory that
+// anyone with the file can write: a validated_generation ahead of the generation (garbage, or a
+// generation that wrapped) is validated again rather than trusted, and every `effective` is
+// rewritten from the values in force.
 inline void control_validate(std::uint64_t gen) noexcept {
   telemetry::control_block* c = g_table.control;
-  if (c->validated_generation.load(std::memory_order_acquire) >= gen) return;
+  if (c->validated_generation.load(std::memory_order_acquire) == gen) return;
   lock_guard guard(g_table.lock);
-  if (c->validated_generation.load(std::memory_order_acquire) >= gen) return;
+  gen = c->generation.load(std::memory_order_acquire);  // the latest, before its values
+  if (c->validated_generation.load(std::memory_order_acquire) == gen) return;
   for (int i = 0; i < kOptionCount; ++i) {
     telemetry::option_entry& e = *telemetry::option_at(c, static_cast<unsigned>(i));
     long long want = e.requested.load(std::memory_order_relaxed);
     long long have = g_options.v[i].load(std::memory_order_relaxed);
-    if (want == have) continue;
-    const option_info& o = kOptionTable[i];
-    if (o.live && want >= o.lo && want <= o.hi) {
-      g_options.v[i].store(want, std::memory_order_relaxed);
-      e.effective.store(want, std::memory_order_relaxed);
-    } else {
-      c->rejected.fetch_add(1, std::memory_order_relaxed);
-      e.requested.store(have, std::memory_order_relaxed);
+    if (want != have) {
+      const option_info& o = kOptionTable[i];
+      if (o.live && want >= o.lo && want <= o.hi) {
+        g_options.v[i].store(want, std::memory_order_relaxed);
+        have = want;
+      } else {
+        c->rejected.fetch_add(1, std::memory_order_relaxed);
+        e.requested.store(have, std::memory_order_relaxed);
+      }
     }
+    e.effective.store(have, std::memory_order_relaxed);
   }
   c->validated_generation.store(gen, std::memory_order_release);
+}
+
+// New values of large_cache, purge_delay and segment_cache hold for what is cached already: a
+// lowered purge_delay brings the deadlines of the page heap and of the cached large mappings
+// forward, a lowered large_cache makes the oldest mappings over it expire now (unmapped a step
+// at a time at slow paths, as expired ones are), a lowered segment_cache unmaps the segments
+// over it. Once per options generation, by the first thread to apply it.
+inline void caches_apply_options(std::uint64_t gen) noexcept {
+  if (g.caches_generation.load(std::memory_order_relaxed) == gen ||
+      g.caches_generation.exchange(gen, std::memory_order_relaxed) == gen)
+    return;
+  const std::uint64_t now = now_ms();
+  const std::uint64_t due = now + static_cast<std::uint64_t>(option(opt_purge_delay));
+  {
+    lock_guard guard(g.pages.lock);
+    const std::uint64_t d = g.pages.purge_deadline.load(std::memory_order_relaxed);
+    if (d > due) g.pages.purge_deadline.store(due, std::memory_order_relaxed);
+  }
+  {
+    lock_guard guard(g.large_lock);
+    std::size_t bytes = 0;
+    for (unsigned i = 0; i < g.large_cache_count; ++i) {
+      large_cache_entry& e = g.large_cache[i];
+      if (e.expires > due) e.expires = due;
+      bytes += e.size;
+    }
+    const std::size_t limit = static_cast<std::size_t>(option(opt_large_cache)) << 20;
+    while (bytes > limit) {
+      int oldest = -1;
+      for (unsigned i = 0; i < g.large_cache_count; ++i)
+        if (g.large_cache[i].expires > now &&
+            (oldest < 0 || g.large_cache[i].expires < g.large_cache[oldest].expires))
+          oldest = static_cast<int>(i);
+      if (oldest < 0) break;
+      g.large_cache[oldest].expires = now;
+      bytes -= g.large_cache[oldest].size;
+    }
+    std::uint64_t earliest = 0;
+    for (unsigned i = 0; i < g.large_cache_count; ++i)
+      if (earliest == 0 || g.large_cache[i].expires < earliest) earliest = g.large_cache[i].expires;
+    g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+  }
+  segment* over = nullptr;
+  {
+    lock_guard guard(g.segment_lock);
+    const auto keep = static_cast<std::size_t>(option(opt_segment_cache));
+    while (g.segment_cache_count > keep) {
+      segment* s = g.segment_cache;
+      g.segment_cache = s->next;
+      --g.segment_cache_count;
+      sub(g_proc->cached_bytes, kSegmentSize);
+      s->next = over;
+      over = s;
+    }
+  }
+  segments_unmap(over);
 }
 
 inline void heap_apply_options(heap* h) noexcept {
   std::uint64_t gen = options_gen();
   if (h->options_seen != gen) {
     if (g_table.control) control_validate(gen);
+    caches_apply_options(gen);
     h->options_seen = gen;
     h->recycle = static_cast<std::uint32_t>(option(opt_page_recycle));
     h->batch = static_cast<std::uint32_t>(option(opt_remote_batch));
@@ -2206,6 +2288,11 @@ inline bool process_init() noexcept {
         message m;
         m << "livealloc: LIVEALLOC_PROFILE=1 but the telemetry segment cannot be published: "
           << strerror(err);
+        struct stat st;
+        if ((err == EEXIST || err == EPERM || err == EACCES) && lstat(g_table.path, &st) == 0 &&
+            st.st_uid != geteuid())  // another user's file under our name: /dev/shm is sticky
+          m << " (" << g_table.path << " belongs to uid " << static_cast<long long>(st.st_uid)
+            << ", who must remove it)";
         m.print();
       }
     }
@@ -3160,17 +3247,21 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
   return q;
 }
 
+// The calling thread's part of trim: its lists and empty pages to the page heap.
+inline bool trim_thread_impl() noexcept {
+  heap* h = tls_heap;
+  if (h == &g_empty_heap) return false;
+  outbox_flush(h);
+  heap_drain_inbox(h);
+  heap_flush_recent(h, false);
+  return heap_release_empty(h, 0, true);
+}
+
 inline bool trim_impl() noexcept {
-  bool released = false;
   g_options.trim_request.fetch_add(1, std::memory_order_relaxed);
   heap* h = tls_heap;
-  if (h != &g_empty_heap) {
-    h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
-    outbox_flush(h);
-    heap_drain_inbox(h);
-    heap_flush_recent(h, false);
-    released |= heap_release_empty(h, 0, true);
-  }
+  if (h != &g_empty_heap) h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
+  const bool released = trim_thread_impl();
   // Other threads empty their lists at their next slow path; what they already released goes now
   // (release_caches purges the page heap).
   return release_caches() || released;
@@ -3194,16 +3285,8 @@ inline bool release_caches() noexcept {
     sub(g_proc->cached_bytes, g.segment_cache_count * kSegmentSize);
     g.segment_cache_count = 0;
   }
-  while (list) {
-    segment* next = list->next;
-#if LIVEALLOC_CHECKED
-    chunk_mark(list, kSegmentSize, 0);
-#endif
-    sub(g_proc->segment_bytes, kSegmentSize);
-    os_unmap(list, kSegmentSize);
-    list = next;
-    released = true;
-  }
+  released |= list != nullptr;
+  segments_unmap(list);
   return released;
 }
 
@@ -3450,6 +3533,7 @@ inline void deallocate(void* ptr, std::size_t size) noexcept {
 }
 inline std::size_t usable_size(const void* ptr) noexcept { return detail::usable_size_impl(ptr); }
 inline bool trim() noexcept { return detail::trim_impl(); }
+inline bool trim_thread() noexcept { return detail::trim_thread_impl(); }
 inline option_status set_option(const char* name, long long value) noexcept {
   return detail::set_option_impl(name, value);
 }

@@ -245,6 +245,45 @@ TEST_CASE("trim returns cached memory to the OS") {
   CHECK(la::detail::heap_is_valid());
 }
 
+TEST_CASE("a lowered purge_delay or large_cache holds for what is cached already") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);
+  opts.set("page_recycle", 0);
+  auto slow_paths = [] {  // refills and frees of whole pages: this thread's slow paths
+    std::vector<void*> v;
+    for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
+    for (void* p : v) la::deallocate(p);
+  };
+  std::vector<void*> big;
+  for (int i = 0; i < 4; ++i) big.push_back(la::allocate(8u << 20));
+  for (void* p : big) la::deallocate(p);
+  slow_paths();  // and released pages, with a purge deadline a minute away
+  std::uint64_t now = d::now_ms();
+  REQUIRE(d::g.large_cache_count > 0);
+  REQUIRE(d::g.large_cache_deadline.load() > now + 30000);
+  REQUIRE(d::g.pages.purge_deadline.load() > now + 30000);
+
+  opts.set("purge_delay", 100);  // applied at the next slow path, to what is cached too
+  slow_paths();
+  now = d::now_ms();
+  CHECK(d::g.pages.purge_deadline.load() <= now + 100);
+  CHECK(d::g.large_cache_deadline.load() <= now + 100);
+  for (unsigned i = 0; i < d::g.large_cache_count; ++i) CHECK(d::g.large_cache[i].expires <= now + 100);
+
+  opts.set("purge_delay", 60000);
+  for (int i = 0; i < 4; ++i) big[static_cast<std::size_t>(i)] = la::allocate(8u << 20);
+  for (void* p : big) la::deallocate(p);
+  REQUIRE(d::g.large_cache_deadline.load() > d::now_ms() + 30000);
+  opts.set("large_cache", 0);  // every cached mapping is over it: expired now
+  slow_paths();
+  now = d::now_ms();
+  for (unsigned i = 0; i < d::g.large_cache_count; ++i) CHECK(d::g.large_cache[i].expires <= now);
+  CHECK(d::g.large_cache_deadline.load() <= now);
+  la::trim();
+}
+
 TEST_CASE("page recycling threshold: empty pages past it go back to the OS") {
   la::trim();
   scoped_options opts;

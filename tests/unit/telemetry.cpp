@@ -578,6 +578,40 @@ TEST_CASE("an invalid value written straight into the segment is rejected and co
   CHECK(la::telemetry::option_at(control, static_cast<unsigned>(hp))->effective.load() == 0);
 }
 
+TEST_CASE("garbage in the control block's validated_generation or effective does not stop tuning") {
+  auto seg = own_segment();
+  auto* base = reinterpret_cast<unsigned char*>(la::detail::g_table.base);
+  auto* control = reinterpret_cast<control_block*>(base + la::detail::kControlOffset);
+  int id = la::detail::find_option("remote_batch", 12);
+  REQUIRE(id >= 0);
+  long long before = 0;
+  la::get_option("remote_batch", &before);
+  auto* entry = la::telemetry::option_at(control, static_cast<unsigned>(id));
+  std::vector<void*> v(1000);
+  auto slow_paths = [&v] {
+    for (auto& p : v) p = la::allocate(1000);
+    for (void* p : v) la::deallocate(p);
+  };
+  // A validated_generation far ahead, and an `effective` that is not the value in force.
+  control->validated_generation.store(~std::uint64_t(0));
+  entry->effective.store(123456);
+  const long long want = before == 9 ? 10 : 9;
+  entry->requested.store(want);
+  const std::uint64_t gen = control->generation.fetch_add(1) + 1;
+  slow_paths();
+  CHECK(control->validated_generation.load() == gen);
+  CHECK(entry->effective.load() == want);
+  long long now = 0;
+  la::get_option("remote_batch", &now);
+  CHECK(now == want);
+  std::string err;
+  std::uint64_t g = 0;
+  REQUIRE(seg->set_option("remote_batch", before, &err, &g));
+  slow_paths();
+  CHECK(control->validated_generation.load() == g);
+  CHECK(entry->effective.load() == before);
+}
+
 TEST_CASE("a snapshot taken while 8 threads allocate is internally consistent") {
   auto seg = own_segment();
   std::atomic<bool> stop{false};
