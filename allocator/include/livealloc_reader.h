@@ -723,16 +723,29 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
   detail::layout l;
   if (detail::read_layout(base, size, &l, &why)) {
     const int name_pid = detail::pid_from_name(detail::base_name(path));
-    if (name_pid <= 0 || name_pid == l.pid) {
+    // A process writes its segment as itself: a file of another user (but root) that names a
+    // live process was put there by someone else, and would be shown as that process's.
+    std::uint64_t start_ns = 0;
+    memcpy(&start_ns, base + offsetof(telemetry::segment_header, start_ns), sizeof start_ns);
+    struct stat proc;
+    const bool forged = st.st_uid != 0 && segment_owner_alive(l.pid, start_ns) &&
+                        stat(("/proc/" + std::to_string(l.pid)).c_str(), &proc) == 0 &&
+                        proc.st_uid != st.st_uid;
+    if (forged) {
+      why = "owned by uid " + std::to_string(st.st_uid) + ", but process " +
+            std::to_string(l.pid) + " runs as uid " + std::to_string(proc.st_uid) +
+            ": not written by that process; refusing to read it";
+    } else if (name_pid <= 0 || name_pid == l.pid) {
       std::unique_ptr<segment> seg(new segment(fd, base, size, writable, read_only, l.pid, path));
       seg->dev_ = st.st_dev;
       seg->ino_ = st.st_ino;
       char state = 0;
       if (!detail::proc_stat(l.pid, &state, &seg->start_ticks_)) seg->start_ticks_ = 0;
       return seg;
+    } else {
+      why = "the header says pid " + std::to_string(l.pid) + " but the file name says pid " +
+            std::to_string(name_pid);
     }
-    why = "the header says pid " + std::to_string(l.pid) + " but the file name says pid " +
-          std::to_string(name_pid);
   }
   munmap(m, size);
   ::close(fd);

@@ -48,7 +48,7 @@ constexpr const char* kUsage =
     "                                      one snapshot to stdout; F: json (default), csv,\n"
     "                                      prometheus (B: thread or class)\n"
     "  tune --pid N name=value ...         change live thresholds (all validated first; none\n"
-    "                                      applied if one is wrong)\n"
+    "                                      applied if one is wrong); name=default resets one\n"
     "  record --pid N --interval MS --out FILE [--count N | --duration S]\n"
     "                                      one JSON snapshot per line, every MS (>= 10) ms\n"
     "  serve --pid N [--host H] [--port P] [--interval MS]\n"
@@ -106,21 +106,60 @@ constexpr const char* kSnapshotHelp =
     "                 GET /metrics?by=class)\n"
     "  -h, --help     this text\n";
 constexpr const char* kTuneHelp =
-    "usage: memlive tune --pid N name=value [name=value ...]\n"
+    "usage: memlive tune --pid N name=value|name=default [...]\n"
     "\n"
     "Changes live thresholds of a running process. Every assignment is checked first against the\n"
     "options the segment publishes (name, live, range, bool); if one fails, nothing is applied\n"
-    "(exit 2 for syntax, 7 otherwise). Then all are stored, and memlive waits up to 2 s for the\n"
-    "allocator to validate them, and reports each as accepted or rejected (exit 7 if any was\n"
-    "rejected). The allocator validates and each thread applies a change at its next slow path:\n"
-    "an idle thread applies it later; if nothing validates within 2 s the change is reported as\n"
-    "pending (exit 0).\n"
+    "(exit 2 for syntax: no '=', a value that is no number; exit 7 for an unknown option, one\n"
+    "that is not live, a value outside its range). Then all are stored, and memlive waits up to\n"
+    "2 s for the allocator to validate them, and reports each as accepted, accepted then\n"
+    "superseded (another writer changed the option meanwhile: exit 0), or rejected by the\n"
+    "allocator (exit 7). The allocator validates and each thread applies a change at its next\n"
+    "slow path: an idle thread applies it later; if nothing validates within 2 s the change is\n"
+    "reported as pending (exit 0).\n"
     "\n"
     "options:\n"
     "  --pid N        the process (required; it must run as your user: tuning writes its segment)\n"
-    "  name=value     an option (`memlive snapshot --pid N` lists them under \"options\"; the\n"
-    "                 README's options table documents them) and an integer, or true/false/on/off\n"
-    "  -h, --help     this text\n";
+    "  name=value     an option below and an integer, or true/false/on/off\n"
+    "  name=default   the option's default, as the process publishes it\n"
+    "  -h, --help     this text\n"
+    "\n"
+    "example: memlive tune --pid 1234 page_recycle=8 purge_delay=default\n";
+
+// kTuneHelp and the live options of livealloc.h's table, wrapped at 96 columns. The process's
+// segment has the last word (`memlive snapshot --pid N` lists what it publishes, "options").
+const char* tune_help() {
+  static const std::string text = [] {
+    std::string s = std::string(kTuneHelp) +
+                    "\nlive options (this build's table; `memlive snapshot --pid N` shows what a\n"
+                    "process publishes under \"options\"):\n";
+    std::string fixed;
+    for (const livealloc::detail::option_info& o : livealloc::detail::kOptionTable) {
+      if (!o.live) {
+        fixed += (fixed.empty() ? "" : ", ") + std::string(o.name);
+        continue;
+      }
+      char head[128];
+      std::snprintf(head, sizeof head, "  %-15s %lld to %lld, default %lld\n", o.name, o.lo, o.hi,
+                    o.def);
+      s += head;
+      std::string line = "      ";
+      for (const char* w = o.doc; *w;) {
+        const char* end = std::strchr(w, ' ');
+        if (!end) end = w + std::strlen(w);
+        if (line.size() > 6 && line.size() + 1 + (end - w) > 96) {
+          s += line + "\n";
+          line = "      ";
+        }
+        line += (line.size() > 6 ? " " : "") + std::string(w, end);
+        w = *end ? end + 1 : end;
+      }
+      s += line + "\n";
+    }
+    return s + "not live (set LIVEALLOC_<NAME> before the program starts):\n      " + fixed + "\n";
+  }();
+  return text.c_str();
+}
 constexpr const char* kRecordHelp =
     "usage: memlive record --pid N --interval MS --out FILE [--count N | --duration S]\n"
     "\n"
@@ -411,19 +450,36 @@ int cmd_snapshot(const args& a) {
   return 0;
 }
 
+// True for a whole number with an optional sign: what parse_assignment refuses only when it does
+// not fit in 64 bits, a value out of every option's range (exit 7, like any other).
+bool is_integer_text(const std::string& v) {
+  const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+  return v.size() > sign && v.find_first_not_of("0123456789", sign) == std::string::npos;
+}
+
 int cmd_tune(const args& a) {
-  if (!a.have_pid) return usage_error("tune: --pid N is required", kTuneHelp);
-  if (a.positional.empty()) return usage_error("tune: give at least one name=value", kTuneHelp);
+  if (!a.have_pid) return usage_error("tune: --pid N is required", tune_help());
+  if (a.positional.empty()) return usage_error("tune: give at least one name=value", tune_help());
   std::vector<memlive::assignment> want;
+  std::vector<std::string> special;  // per assignment: "default", a number past 64 bits, or ""
   for (const std::string& text : a.positional) {
     memlive::assignment x;
     std::string err;
-    if (!memlive::parse_assignment(text, &x, &err))
-      return usage_error("tune: " + err + "; nothing applied");
+    const std::size_t eq = text.find('=');
+    const std::string value = eq == std::string::npos ? "" : text.substr(eq + 1);
+    std::string odd;  // resolved once the segment's options are known
+    if (!memlive::parse_assignment(text, &x, &err)) {
+      std::string name_err;  // the name's checks, with a stand-in value
+      if ((value != "default" && !is_integer_text(value)) ||
+          !memlive::parse_assignment(text.substr(0, eq + 1) + "0", &x, &name_err))
+        return usage_error("tune: " + err + "; nothing applied");
+      odd = value;
+    }
     for (const memlive::assignment& y : want)
       if (y.name == x.name)
         return usage_error("tune: option '" + x.name + "' given twice; nothing applied");
     want.push_back(x);
+    special.push_back(odd);
   }
   int code = 0;
   auto seg = open_or_report(a, true, &code);
@@ -433,7 +489,14 @@ int cmd_tune(const args& a) {
                 "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to tune");
   rd::snapshot before = seg->take();
   if (!before.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + before.error);
-  for (const memlive::assignment& x : want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    memlive::assignment& x = want[i];
+    const rd::option_view* o = before.find_option(x.name);
+    if (special[i] == "default" && o) x.value = o->default_value;
+    if (!special[i].empty() && special[i] != "default" && o && o->live)
+      return fail(error_kind::rejected, "tune: option '" + x.name + "': " + special[i] +
+                                            " is out of range [" + std::to_string(o->min) + ", " +
+                                            std::to_string(o->max) + "]; nothing applied");
     std::string err;
     if (!memlive::check_assignment(x, before.options, &err))
       return fail(error_kind::rejected, "tune: " + err + "; nothing applied");
@@ -454,21 +517,28 @@ int cmd_tune(const args& a) {
                                             " exited before it validated the values");
   rd::snapshot after = seg->take();
   if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
+  // The allocator counts what it rejects. A value in force that differs from ours while nothing
+  // was rejected and `requested` holds another value is another writer's later change.
+  const bool none_rejected = after.rejected == before.rejected;
   bool any_rejected = false;
-  for (const memlive::assignment& x : want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const memlive::assignment& x = want[i];
     const rd::option_view* was = before.find_option(x.name);
     const rd::option_view* now = after.find_option(x.name);
-    long long old_value = was ? was->effective : 0;
+    const long long old_value = was ? was->effective : 0;
+    const long long value = x.value;
+    const std::string what =
+        x.name + " = " + std::to_string(value) + (special[i] == "default" ? " (default)" : "");
     if (!validated) {
-      std::printf("%s = %lld: pending (was %lld)\n", x.name.c_str(),
-                  static_cast<long long>(x.value), old_value);
-    } else if (now && now->effective == x.value) {
-      std::printf("%s = %lld: accepted (was %lld)\n", x.name.c_str(),
-                  static_cast<long long>(x.value), old_value);
+      std::printf("%s: pending (was %lld)\n", what.c_str(), old_value);
+    } else if (now && now->effective == value) {
+      std::printf("%s: accepted (was %lld)\n", what.c_str(), old_value);
+    } else if (now && now->requested != value && none_rejected) {
+      std::printf("%s: accepted, then superseded by another change (in force: %lld)\n",
+                  what.c_str(), static_cast<long long>(now->effective));
     } else {
       any_rejected = true;
-      std::printf("%s = %lld: rejected by the allocator (in force: %lld)\n", x.name.c_str(),
-                  static_cast<long long>(x.value),
+      std::printf("%s: rejected by the allocator (in force: %lld)\n", what.c_str(),
                   now ? static_cast<long long>(now->effective) : old_value);
     }
   }
@@ -651,6 +721,7 @@ int cmd_serve(const args& a) {
   std::printf("memlive: serving process %d at http://%s:%d/ (Ctrl-C stops)%s\n", a.pid,
               opts.host.c_str(), st.port, read_only ? "; read-only segment: tuning disabled" : "");
   std::fflush(stdout);
+  std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
   bool gone_noted = false;
   while (!g_stop) {
     sleep_until(monotonic_ms() + 100);
@@ -899,6 +970,7 @@ int cmd_run(const args& a) {
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
                a.program[0].c_str(), opts.host.c_str(), st.port);
+  std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
   while (!exited) {
     if (waitpid(pid, &ws, WNOHANG) == pid) {
       exited = true;
@@ -967,7 +1039,7 @@ int main(int argc, char** argv) {
   static const verb_info kVerbs[] = {
       {"list", "--clean", kListHelp, cmd_list},
       {"snapshot", "--pid --format --by", kSnapshotHelp, cmd_snapshot},
-      {"tune", "--pid", kTuneHelp, cmd_tune},
+      {"tune", "--pid", tune_help(), cmd_tune},
       {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
       {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
       {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},

@@ -18,11 +18,13 @@ import argparse
 import csv
 import io
 import json
+import mmap
 import os
 import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -361,6 +363,164 @@ def check_record(ml, pid, tmp):
                                               r.stderr.strip()))
 
 
+# ---- tune: concurrent writers, name=default, out-of-range values, the options in --help ----
+
+def fake_segment(pid, tmp, name):
+    """A copy of process `pid`'s segment in a directory of its own, for `memlive tune --dir`: the
+    process is alive but never validates the copy, the test does (FakeValidator)."""
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    path = os.path.join(d, "livealloc.%d" % pid)
+    shutil.copyfile("/dev/shm/livealloc.%d" % pid, path)
+    return d, path
+
+
+class FakeValidator:
+    """Plays the allocator (and any other writer) on a fake segment. Layout (allocator/include/
+    livealloc.h): segment_header.control_offset at 56; control_block: generation 0,
+    validated_generation 8, rejected 16, option_count 24, options at 32, 96 bytes each: name[32],
+    requested 32, effective 40, min 48, max 56, default_value 64."""
+
+    def __init__(self, path):
+        self.f = open(path, "r+b")
+        self.m = mmap.mmap(self.f.fileno(), 0)
+        self.ctl = struct.unpack_from("<Q", self.m, 56)[0]
+
+    def close(self):
+        self.m.close()
+        self.f.close()
+
+    def u64(self, off, value=None):
+        if value is not None:
+            struct.pack_into("<Q", self.m, self.ctl + off, value)
+        return struct.unpack_from("<Q", self.m, self.ctl + off)[0]
+
+    def field(self, name, field, value=None):
+        n = struct.unpack_from("<I", self.m, self.ctl + 24)[0]
+        at = {"requested": 32, "effective": 40, "min": 48, "max": 56, "default": 64}[field]
+        for i in range(n):
+            off = self.ctl + 32 + 96 * i
+            if self.m[off:off + 32].split(b"\0")[0].decode() == name:
+                if value is not None:
+                    struct.pack_into("<q", self.m, off + at, value)
+                return struct.unpack_from("<q", self.m, off + at)[0]
+        raise KeyError(name)
+
+    def tune(self, ml, pid, d, args, react):
+        """Runs `memlive tune` on the copy; once it has stored its values (the generation moved),
+        react(self) plays what happens next, then the copy is marked validated. No race: memlive
+        waits for the validation (2 s, while this polls every 0.5 ms)."""
+        gen = self.u64(0)
+        p = subprocess.Popen([ml, "tune", "--pid", str(pid), "--dir", d] + args,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + TIMEOUT
+        while p.poll() is None and self.u64(0) == gen and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        if p.poll() is None:
+            react(self)
+            self.u64(8, self.u64(0))  # validated_generation = generation
+        out, err = p.communicate(timeout=TIMEOUT)
+        return p.returncode, out, err
+
+
+def check_tune_writers_defaults_ranges(ml, pid, tmp):
+    # Another tuner changes the same option after us, before the allocator validates: ours was
+    # accepted, then superseded; nothing was rejected: exit 0, not "rejected by the allocator".
+    d, path = fake_segment(pid, tmp, "superseded")
+    v = FakeValidator(path)
+    try:
+        def other_writer(v):
+            v.field("page_recycle", "requested", 20)
+            v.u64(0, v.u64(0) + 1)  # its generation, after ours
+            v.field("page_recycle", "effective", 20)
+        code, out, err = v.tune(ml, pid, d, ["page_recycle=10"], other_writer)
+        check(code == 0 and "page_recycle = 10: accepted, then superseded by another change "
+              "(in force: 20)" in out and "rejected" not in out,
+              "tune superseded by another writer: exit 0, says so (got %d: %s%s)" %
+              (code, out, err.strip()))
+
+        # A real rejection: the allocator counts it and sets requested back: exit 7.
+        def reject(v):
+            v.u64(16, v.u64(16) + 1)
+            v.field("page_recycle", "requested", v.field("page_recycle", "effective"))
+        code, out, err = v.tune(ml, pid, d, ["page_recycle=11"], reject)
+        check(code == 7 and "page_recycle = 11: rejected by the allocator (in force: 20)" in out,
+              "tune rejected by the allocator (rejected count grew): exit 7 (got %d: %s%s)" %
+              (code, out, err.strip()))
+
+        # Our value still requested but another in force: rejected too, even if not counted.
+        code, out, err = v.tune(ml, pid, d, ["page_recycle=12"], lambda v: None)
+        check(code == 7 and "page_recycle = 12: rejected by the allocator (in force: 20)" in out,
+              "tune whose requested value stays but is not in force: exit 7 (got %d: %s%s)" %
+              (code, out, err.strip()))
+
+        # name=default: the default the segment publishes (7 here), not memlive's own table.
+        v.field("page_recycle", "default", 7)
+        def accept(v):
+            v.field("page_recycle", "effective", v.field("page_recycle", "requested"))
+        code, out, err = v.tune(ml, pid, d, ["page_recycle=default"], accept)
+        check(code == 0 and "page_recycle = 7 (default): accepted (was 20)" in out and
+              v.field("page_recycle", "requested") == 7,
+              "tune name=default stores the segment's default (got %d: %s%s)" %
+              (code, out, err.strip()))
+    finally:
+        v.close()
+
+    # name=default on the real process: back to its published default, and reported so.
+    snap = snapshot_json(ml, pid)
+    if snap:
+        pr = option(snap, "page_recycle")
+        other = pr["default"] + 1 if pr["default"] < pr["max"] else pr["default"] - 1
+        run([ml, "tune", "--pid", str(pid), "page_recycle=%d" % other])
+        r = run([ml, "tune", "--pid", str(pid), "page_recycle=default"])
+        after = snapshot_json(ml, pid)
+        check(r.returncode == 0 and "page_recycle = %d (default): accepted (was %d)" %
+              (pr["default"], other) in r.stdout and after and
+              option(after, "page_recycle")["effective"] == pr["default"],
+              "tune page_recycle=default: back to %d (got %d: %s%s)" %
+              (pr["default"], r.returncode, r.stdout, r.stderr.strip()))
+    for args, says in ((["nosuch=default"], "unknown option 'nosuch'"),
+                       (["telemetry_slots=default"], "cannot change while the program runs")):
+        r = run([ml, "tune", "--pid", str(pid)] + args)
+        check(r.returncode == 7 and says in r.stderr and "nothing applied" in r.stderr,
+              "tune %s: exit 7, %r (got %d: %s)" % (args[0], says, r.returncode, r.stderr.strip()))
+
+    # Out of the option's range, whether or not it fits in 64 bits: one exit code, one message.
+    before = snapshot_json(ml, pid)
+    pr = option(before, "page_recycle") if before else {"min": 0, "max": 4096}
+    for value in (str(pr["max"] + 1), str(pr["min"] - 1), "9223372036854775807",
+                  "18446744073709551615", "-9223372036854775809", "+99999999999999999999999"):
+        r = run([ml, "tune", "--pid", str(pid), "remote_batch=7", "page_recycle=" + value])
+        check(r.returncode == 7 and "option 'page_recycle': %s is out of range [%d, %d]; "
+              "nothing applied" % (value, pr["min"], pr["max"]) in r.stderr,
+              "tune page_recycle=%s: exit 7, names the range (got %d: %s)" %
+              (value, r.returncode, r.stderr.strip()))
+    r = run([ml, "tune", "--pid", str(pid), "page_recycle=18446744073709551615", "x-y=1"])
+    check(r.returncode == 2 and "x-y" in r.stderr,
+          "tune: a syntax error still goes first, exit 2 (got %d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    after = snapshot_json(ml, pid)
+    if before and after:
+        check(after["control"]["generation"] == before["control"]["generation"] and
+              after["options"] == before["options"], "tune out of range: options unchanged")
+
+    # --help lists the live options with their range and default (as the segment has them) and
+    # name=default.
+    r = run([ml, "tune", "--help"])
+    snap = snapshot_json(ml, pid)
+    check(r.returncode == 0 and "name=default" in r.stdout, "tune --help shows name=default")
+    for o in (snap or {}).get("options", []):
+        line = re.search(r"^  %s +(.*)$" % o["name"], r.stdout, re.M)
+        if o["live"]:
+            check(line is not None and line.group(1) == "%d to %d, default %d" %
+                  (o["min"], o["max"], o["default"]),
+                  "tune --help lists %s, range and default (%s)" %
+                  (o["name"], line.group(0) if line else "missing"))
+        else:
+            check(line is None and re.search(r"\b%s\b" % o["name"], r.stdout.split(
+                "not live")[-1]), "tune --help names %s as not live" % o["name"])
+
+
 def check_errors(ml, workload_pid, tmp):
     dead = free_pid()
     for verb in (["snapshot"], ["tune", "page_recycle=1"],
@@ -487,12 +647,38 @@ def check_errors(ml, workload_pid, tmp):
           os.listdir(reused_dir), "list --clean keeps a file whose header names a live process: %s"
           % r.stdout.strip())
 
+    # A segment of another user (not root) that names a live process of someone else: refused.
+    forged_dir = os.path.join(tmp, "forged")
+    os.mkdir(forged_dir)
+    forged = os.path.join(forged_dir, "livealloc.%d" % workload_pid)
+    shutil.copyfile("/dev/shm/livealloc.%d" % workload_pid, forged)
+    if os.geteuid() == 0:
+        os.chown(forged, 65534, -1)
+        r = run([ml, "snapshot", "--pid", str(workload_pid), "--dir", forged_dir])
+        check(r.returncode != 0 and "not written by that process" in r.stderr and not r.stdout,
+              "snapshot of a segment owned by another uid than its process's: refused (%d: %s)" %
+              (r.returncode, r.stderr.strip()))
+    else:
+        print("note: not root; the other user's segment is not checked")
+
     # 0.0.0.0 would listen everywhere while the Host check answers only the names it knows.
     for verb in (["serve", "--pid", str(workload_pid)], ["run", "--", "/bin/true"]):
         r = run([ml, verb[0], "--host", "0.0.0.0", "--port", "0"] + verb[1:])
         check(r.returncode == 2 and "0.0.0.0" in r.stderr and "refused" in r.stderr,
               "%s --host 0.0.0.0: exit 2, says why (got %d: %s)" % (verb[0], r.returncode,
                                                                   r.stderr.strip()[:200]))
+    # Another address than loopback: served, with a warning that there is no authentication.
+    addrs = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    outside = [a for a in addrs if a.count(".") == 3 and not a.startswith("127.")]
+    for host in ["127.0.0.1"] + outside[:1]:
+        r = run([ml, "run", "--host", host, "--port", "0", "--exit-when-done", "--",
+                 "sleep", "0.5"])
+        warned = "not a loopback address" in r.stderr and "no authentication" in r.stderr
+        check(r.returncode == 0 and warned == (host != "127.0.0.1"),
+              "run --host %s: %s (exit %d: %s)" % (host, "warns" if host != "127.0.0.1" else
+                                                   "no warning", r.returncode, r.stderr.strip()))
+    if not outside:
+        print("note: no address other than loopback here; the warning is not checked")
     # A reader that goes away: an error, not a silent death by SIGPIPE.
     p = subprocess.Popen([ml, "record", "--pid", str(workload_pid), "--interval", "10",
                           "--out", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -548,6 +734,7 @@ def cmd_cli(ml, wl):
             check(r.returncode == 0, "snapshot --format prometheus: exit 0")
             check_prometheus(r.stdout, want, w.pid)
         check_tune(ml, w.pid)
+        check_tune_writers_defaults_ranges(ml, w.pid, tmp)
         check_tune_gone(ml, wl)
         check_record(ml, w.pid, tmp)
         check_errors(ml, w.pid, tmp)

@@ -222,6 +222,10 @@ def check_options(port, slow_path_hint):
         ("foreign Host", '{"page_recycle": %d}' % new, {}, "evil.example:%d" % port, 403, None),
         ("form content type", '{"page_recycle": %d}' % new,
          {"Content-Type": "application/x-www-form-urlencoded"}, None, 415, None),
+        ("content type with trailing text", '{"page_recycle": %d}' % new,
+         {"Content-Type": "application/json garbage"}, None, 415, None),
+        ("content type application/jsonx", '{"page_recycle": %d}' % new,
+         {"Content-Type": "application/jsonx"}, None, 415, None),
         ("nested depth", "[" * 20000 + "]" * 20000, {}, None, 400, None),
     ]
     if nonlive:
@@ -246,7 +250,8 @@ def check_options(port, slow_path_hint):
 
     # The Origin of the page itself is allowed.
     st, _, j = post(port, '{"page_recycle": %d}' % new,
-                    {"Origin": "http://127.0.0.1:%d" % port})
+                    {"Origin": "http://127.0.0.1:%d" % port,
+                     "Content-Type": "Application/JSON ; charset=utf-8"})
     check(st == 200 and j and j["ok"] is True and j["generation"] > before["generation"] and
           j["applied"] == {"page_recycle": new},
           "POST valid (same Origin): 200, generation %d -> %s, applied" %
