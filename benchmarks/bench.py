@@ -3,7 +3,10 @@
 
     bench.py run --build-dir DIR --out DIR [--reps N] [--smoke] [--scale F]
                  [--allocators a,b] [--workloads w,x] [--require-livealloc] [--livealloc-lib SO]
-                 [--command STR]
+                 [--command STR] [--prog NAME]
+                 (a complete run replaces results.csv, summary.csv, verdict.md and plots/ in OUT;
+                 a failed or interrupted one exits 1 or 130 with its partial CSVs in OUT/failed/;
+                 a usage error exits 2 before anything runs)
     bench.py summarize RESULTS.csv SUMMARY.csv (summary again from raw rows)
     bench.py plotdata SUMMARY.csv OUTDIR      (data files for plot.sh)
     bench.py table SUMMARY.csv [--metrics a,b] [--ranges] (Markdown table of ratios to glibc)
@@ -53,9 +56,9 @@ ALLOCATORS = [
     # the cases observed() selects; each run adds the metric `observer_events` (events received).
     {"name": "livealloc+memlive", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"},
      "observer": "{build}/memlive/memlive"},
-    {"name": "mimalloc", "lib": LIBDIR + "/libmimalloc.so.2", "env": {}},
-    {"name": "jemalloc", "lib": LIBDIR + "/libjemalloc.so.2", "env": {}},
-    {"name": "tcmalloc", "lib": LIBDIR + "/libtcmalloc_minimal.so.4", "env": {}},
+    {"name": "mimalloc", "lib": LIBDIR + "/libmimalloc.so.2", "env": {}, "package": "libmimalloc2.0"},
+    {"name": "jemalloc", "lib": LIBDIR + "/libjemalloc.so.2", "env": {}, "package": "libjemalloc2"},
+    {"name": "tcmalloc", "lib": LIBDIR + "/libtcmalloc_minimal.so.4", "env": {}, "package": "libtcmalloc-minimal4"},
 ]
 # Environment variables that tune an allocator: recorded in the header when set.
 TUNING_PREFIXES = ("LIVEALLOC_", "MALLOC_", "GLIBC_TUNABLES", "MIMALLOC_", "JE_MALLOC_CONF", "TCMALLOC_")
@@ -151,17 +154,35 @@ def sh(cmd):
         return ""
 
 
-def compiler_version(build_dir):
-    """The C++ compiler CMake configured in build_dir, with its version line."""
-    cxx = "c++"
+def cmake_cache(build_dir, name):
+    """The value of `name` in build_dir's CMakeCache.txt ("" when unset), or None without a cache."""
     try:
         with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
-            m = re.search(r"^CMAKE_CXX_COMPILER:\w+=(.+)$", f.read(), re.M)
-            cxx = m.group(1) if m else cxx
+            m = re.search(r"^%s:\w+=(.*)$" % re.escape(name), f.read(), re.M)
     except OSError:
-        pass
+        return None
+    return m.group(1) if m else ""
+
+
+def compiler_version(build_dir):
+    """The C++ compiler CMake configured in build_dir, with its version line."""
+    cxx = cmake_cache(build_dir, "CMAKE_CXX_COMPILER") or "c++"
     version = sh([cxx, "--version"]).splitlines()
     return "%s (%s)" % (version[0] if version else "?", cxx)
+
+
+def build_type(build_dir):
+    """CMAKE_BUILD_TYPE of build_dir: -O2 (RelWithDebInfo) and -O3 (Release) are different programs."""
+    value = cmake_cache(build_dir, "CMAKE_BUILD_TYPE")
+    return "? (no CMakeCache.txt)" if value is None else (value or "(none)")
+
+
+def repository(path):
+    """The commit checked out at path, and whether tracked files differ from it (untracked files,
+    such as a results folder being written, do not change what was measured)."""
+    rev = sh(["git", "-C", path, "rev-parse", "--short", "HEAD"]) or "no commit yet"
+    dirty = sh(["git", "-C", path, "status", "--porcelain", "--untracked-files=no"])
+    return rev + (" (uncommitted changes)" if dirty else "")
 
 
 def loadavg():
@@ -176,8 +197,6 @@ def header_lines(args, allocators, notes):
     cpus = re.search(r"^CPU\(s\):\s*(\d+)", lscpu, re.M)
     mem = re.search(r"MemTotal:\s*(\d+) kB", open("/proc/meminfo").read())
     packages = sh(["dpkg-query", "-W", "-f", "${Package} ${Version}, "] + PACKAGES).rstrip(", ")
-    rev = sh(["git", "-C", HERE, "rev-parse", "--short", "HEAD"]) or "no commit yet"
-    dirty = " (uncommitted changes)" if sh(["git", "-C", HERE, "status", "--porcelain"]) else ""
     lines = [
         "date: " + datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command: " + args.command,
@@ -185,11 +204,12 @@ def header_lines(args, allocators, notes):
                                               round(int(mem.group(1)) / 2**20) if mem else "?"),
         "kernel: " + sh(["uname", "-srvm"]),
         "compiler: " + compiler_version(args.build_dir),
+        "build type: " + build_type(args.build_dir),
         "packages: " + packages,
         # The real programs run are workloads too: their versions decide what they allocate.
         "programs: %s; %s" % (sh(["/usr/bin/python3", "--version"]) or "python3 missing",
                               (sh([CLANG, "--version"]).splitlines() or ["clang++ missing"])[0]),
-        "repository: %s%s" % (rev, dirty),
+        "repository: " + repository(HERE),
         "mode: %s, repetitions %d, scale %g" % ("smoke" if args.smoke else "full", args.reps, args.scale),
         # Other work on a shared machine moves multi-threaded results most: record how busy it was.
         "load average at start: " + loadavg(),
@@ -354,6 +374,18 @@ def run_process(argv, env, timeout, cwd, observer=None):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         status = status or "timed out after %d s" % timeout
+    except BaseException:  # interrupted: the workload has its own session, so it must be ended here
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it had just exited
+            pass
+        proc.wait()
+        if obs is not None:
+            obs.stop()
+        seg = "/dev/shm/livealloc.%d" % proc.pid
+        if os.path.exists(seg):
+            os.unlink(seg)
+        raise
     if obs is not None:
         events, problem = obs.finish()
         obs.stop()
@@ -491,17 +523,33 @@ def result_row(workload, case, threads, metric, value, unit):
 # ---------------------------------------------------------------------------------------------
 # The suite.
 
+class UsageError(Exception):
+    """A run that cannot start as asked: printed as one line, exit code 2."""
+
+
+def comma_list(option, value):
+    """The names of a comma list option; an empty name (`--workloads ,`) is a usage error."""
+    items = value.split(",")
+    if "" in items:
+        raise UsageError("%s %r: empty name in the comma list" % (option, value))
+    return items
+
+
 def pick_allocators(args, build_dir, notes):
-    wanted = args.allocators.split(",") if args.allocators else [
+    """The columns to run. A column named in --allocators (or required) whose library is missing
+    is a UsageError; one of the default set is skipped with a note."""
+    explicit = bool(args.allocators)
+    wanted = comma_list("--allocators", args.allocators) if explicit else [
         a["name"] for a in ALLOCATORS if not a.get("baseline") or args.baseline_lib]
-    unknown = set(wanted) - {a["name"] for a in ALLOCATORS}
+    unknown = [w for w in wanted if w not in {a["name"] for a in ALLOCATORS}]
     if unknown:
-        sys.exit("unknown allocator(s): %s" % ", ".join(sorted(unknown)))
+        raise UsageError("--allocators: unknown allocator(s) %s (known: %s)"
+                         % (",".join(unknown), ",".join(a["name"] for a in ALLOCATORS)))
     if "livealloc@baseline" in wanted and not args.baseline_lib:
-        sys.exit("livealloc@baseline needs --baseline-lib PATH (another build's liblivealloc.so)")
+        raise UsageError("livealloc@baseline needs --baseline-lib PATH (another build's liblivealloc.so)")
     if args.baseline_lib and "livealloc@baseline" not in wanted:
         wanted.append("livealloc@baseline")
-    chosen, missing_required = [], False
+    chosen = []
     for a in ALLOCATORS:
         if a["name"] not in wanted:
             continue
@@ -512,58 +560,97 @@ def pick_allocators(args, build_dir, notes):
         else:
             lib = a["lib"]
         path = os.path.abspath(lib.format(build=build_dir)) if lib else None
+        memlive = os.path.abspath(a["observer"].format(build=build_dir)) if a.get("observer") else None
+        missing = None
         if path and not os.path.exists(path):
             if a.get("baseline"):
-                sys.exit("--baseline-lib: %s not found" % path)
+                raise UsageError("--baseline-lib: %s not found" % path)
             if args.livealloc_lib and a["name"].startswith("livealloc"):  # asked for by name
-                sys.exit("--livealloc-lib: %s not found" % path)
-            notes.append("%s skipped: %s not found" % (a["name"], path))
-            missing_required |= args.require_livealloc and a["name"].startswith("livealloc")
-            continue
-        memlive = os.path.abspath(a["observer"].format(build=build_dir)) if a.get("observer") else None
-        if memlive and not os.access(memlive, os.X_OK):
-            notes.append("%s skipped: %s not found (build target memlive)" % (a["name"], memlive))
-            missing_required |= args.require_livealloc
+                raise UsageError("--livealloc-lib: %s not found" % path)
+            how = ("install the Debian package %s" % a["package"] if a.get("package") else
+                   "build the target livealloc_preload, or give --livealloc-lib")
+            missing = "%s not found (%s)" % (path, how)
+        elif memlive and not os.access(memlive, os.X_OK):
+            missing = "%s not found (build the target memlive)" % memlive
+        if missing:
+            required = args.require_livealloc and a["name"].startswith("livealloc")
+            if explicit or required:
+                raise UsageError("%s: %s" % (a["name"], missing) + ("" if explicit else
+                                 "; --require-livealloc makes that an error"))
+            notes.append("%s skipped: %s" % (a["name"], missing))
             continue
         chosen.append(dict(a, path=path, memlive=memlive))
-    return chosen, missing_required
+    return chosen
+
+
+def unusable_dir(path):
+    """None if path is a directory this process can write in, or can be created as one; else why not."""
+    probe = path
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return "not a directory" if probe == path else "%s is not a directory" % probe
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return "not writable" if probe == path else "cannot create it: %s is not writable" % probe
+    return None
 
 
 def cmd_run(args):
+    try:
+        return run_suite(args)
+    except UsageError as e:
+        print("%s: %s" % (args.prog, e), file=sys.stderr)
+        return 2
+
+
+def interrupted(signum, _frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
+def run_suite(args):
     # Checked before anything is written: a run that cannot happen must not replace the results.
     if args.reps < 1:
-        sys.exit("run: --reps must be at least 1 (got %d)" % args.reps)
+        raise UsageError("--reps must be at least 1 (got %d)" % args.reps)
     if not (1e-6 <= args.scale <= 1e6):  # also false for nan
-        sys.exit("run: --scale must be from 1e-06 to 1e+06 (got %g)" % args.scale)
+        raise UsageError("--scale must be from 1e-06 to 1e+06 (got %g)" % args.scale)
     build_dir = os.path.abspath(args.build_dir)
     out_dir = os.path.abspath(args.out)
     notes = []
-    allocators, missing_required = pick_allocators(args, build_dir, notes)
+    allocators = pick_allocators(args, build_dir, notes)
     cases = CASES
     if args.workloads:
-        wanted = set(args.workloads.split(","))
+        wanted = set(comma_list("--workloads", args.workloads))
         known = {c["workload"] for c in CASES}
         unknown = sorted(w for w in wanted if w not in known)
         if unknown:  # one typo in a list must not quietly drop that workload from the run
-            sys.exit("no workload matches %s (known: %s)" % (",".join(unknown), ",".join(sorted(known))))
+            raise UsageError("--workloads: no workload matches %s (known: %s)"
+                             % (",".join(unknown), ",".join(sorted(known))))
         cases = [c for c in CASES if c["workload"] in wanted]
     for c in cases:
         exe = os.path.join(build_dir, "benchmarks", "bench_" + c["workload"])
         if c["kind"] == "bench" and not os.access(exe, os.X_OK):
-            sys.exit("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
+            raise UsageError("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
         if c["kind"] == "clang" and not os.access(CLANG, os.X_OK):
-            sys.exit("missing %s for the clang workload: install Debian's clang (tests/setup.sh does), "
-                     "or leave it out with --workloads" % CLANG)
+            raise UsageError("missing %s for the clang workload: install Debian's clang (tests/setup.sh "
+                             "does), or leave it out with --workloads" % CLANG)
+    why = unusable_dir(out_dir)
+    if why:
+        raise UsageError("--out %s: %s" % (args.out, why))
     for n in notes:
         print("note: " + n, file=sys.stderr)
-    os.makedirs(out_dir, exist_ok=True)  # (only once every argument has been checked)
 
-    # Rows go to results.csv.partial as they come and replace results.csv only when the run ends,
-    # so an interrupted run leaves the last complete results in place (and its own rows beside).
-    raw_path = os.path.join(out_dir, "results.csv")
-    partial_path = raw_path + ".partial"
+    # The run writes into <out>/incomplete/. Only a complete run moves its results.csv,
+    # summary.csv, verdict.md and plots/ into <out>, together; a failed or interrupted one
+    # becomes <out>/failed/ and leaves the last complete results in place.
+    stage = os.path.join(out_dir, "incomplete")
+    failed_dir = os.path.join(out_dir, "failed")
+    shutil.rmtree(stage, ignore_errors=True)
+    os.makedirs(stage)  # (only once every argument has been checked)
+    signal.signal(signal.SIGTERM, interrupted)  # `kill` of run.sh (which execs bench.py) as Ctrl-C
+
     facts = header_lines(args, allocators, notes)  # once, at the start: date and load belong to it
     failures = []
+    stopped = False
     all_rows = []
     def applies(case, alloc):
         return not alloc.get("memlive") or observed(case, args)
@@ -571,52 +658,92 @@ def cmd_run(args):
     total = args.reps * sum(applies(c, a) for c in cases for a in allocators)
     done = 0
     started = time.monotonic()
-    with open(partial_path, "w", newline="") as raw:
+    with open(os.path.join(stage, "results.csv"), "w", newline="") as raw:
         raw.write("\n".join(["# livealloc benchmarks: raw rows, one per metric per run"] + facts) + "\n")
         writer = csv.DictWriter(raw, fieldnames=FIELDS)
         writer.writeheader()
         # Interleaved: each case runs under every allocator in turn (A B C D E A B C D E ...), and
         # the whole sweep repeats, so slow drift on a shared machine hits every allocator alike.
-        for rep in range(1, args.reps + 1):
-            for case in cases:
-                for alloc in allocators:
-                    if not applies(case, alloc):
-                        continue
-                    done += 1
-                    elapsed = time.monotonic() - started
-                    eta = elapsed / (done - 1) * (total - done + 1) if done > 1 else 0
-                    print("[%3d/%d, %d left, ~%ds to go] rep %d/%d  %-18s %s" % (
-                        done, total, total - done, eta, rep, args.reps, alloc["name"], case_label(case)),
-                        file=sys.stderr, flush=True)
-                    rows, failure = run_case(case, alloc, args, build_dir)
-                    if failure:
-                        msg = "FAILED allocator=%s workload=%s (rep %d): %s" % (
-                            alloc["name"], case_label(case), rep, failure)
-                        print(msg, file=sys.stderr, flush=True)
-                        failures.append(msg)
-                        continue
-                    for r in rows:
-                        r.update(rep=rep, allocator=alloc["name"])
-                        writer.writerow({k: r[k] for k in FIELDS})
-                    raw.flush()
-                    all_rows += rows
+        try:
+            for rep in range(1, args.reps + 1):
+                for case in cases:
+                    for alloc in allocators:
+                        if not applies(case, alloc):
+                            continue
+                        done += 1
+                        elapsed = time.monotonic() - started
+                        eta = elapsed / (done - 1) * (total - done + 1) if done > 1 else 0
+                        print("[%3d/%d, %d left, ~%ds to go] rep %d/%d  %-18s %s" % (
+                            done, total, total - done, eta, rep, args.reps, alloc["name"], case_label(case)),
+                            file=sys.stderr, flush=True)
+                        rows, failure = run_case(case, alloc, args, build_dir)
+                        if failure:
+                            msg = "FAILED allocator=%s workload=%s (rep %d): %s" % (
+                                alloc["name"], case_label(case), rep, failure)
+                            print(msg, file=sys.stderr, flush=True)
+                            failures.append(msg)
+                            continue
+                        for r in rows:
+                            r.update(rep=rep, allocator=alloc["name"])
+                            writer.writerow({k: r[k] for k in FIELDS})
+                        raw.flush()
+                        all_rows += rows
+        except KeyboardInterrupt:
+            stopped = True
+            failures.append("INTERRUPTED during run %d of %d" % (done, total))
+            print("\n" + failures[-1], file=sys.stderr)
         end = ["# load average at end: %s; %d runs in %.0f s" % (loadavg(), total, time.monotonic() - started)]
         end += ["# " + f for f in failures]
         raw.write("\n".join(end) + "\n")
-    os.replace(partial_path, raw_path)
-
-    summary_path = os.path.join(out_dir, "summary.csv")
-    write_summary(all_rows, summary_path,
+    write_summary(all_rows, os.path.join(stage, "summary.csv"),
                   ["# livealloc benchmarks: summary (median over repetitions)"] + facts + end)
-    print("wrote %s and %s (%d runs in %.0f s)" % (raw_path, summary_path, total, time.monotonic() - started),
-          file=sys.stderr)
+    if not failures:
+        failures += finish_run(stage, args)
     if failures:
+        shutil.rmtree(failed_dir, ignore_errors=True)
+        os.replace(stage, failed_dir)
         print("%d run(s) FAILED:" % len(failures), file=sys.stderr)
         for f in failures:
             print("  " + f, file=sys.stderr)
-    if missing_required:
-        print("FAILED: livealloc was required (--require-livealloc) but its library is missing", file=sys.stderr)
-    return 1 if failures or missing_required else 0
+        print("%s: this run's partial results.csv and summary.csv are in %s; the results of the last "
+              "complete run in %s are left as they were" % (args.prog, failed_dir, out_dir), file=sys.stderr)
+        return 130 if stopped else 1
+    # Complete: replace the last complete results, all of them, and drop an earlier failed run's.
+    for name in ("results.csv", "summary.csv", "verdict.md"):
+        os.replace(os.path.join(stage, name), os.path.join(out_dir, name))
+    shutil.rmtree(os.path.join(out_dir, "plots"), ignore_errors=True)  # stale once the CSVs change
+    if os.path.isdir(os.path.join(stage, "plots")):
+        os.replace(os.path.join(stage, "plots"), os.path.join(out_dir, "plots"))
+    shutil.rmtree(stage)
+    shutil.rmtree(failed_dir, ignore_errors=True)
+    print("wrote results.csv, summary.csv, verdict.md%s in %s (%d runs in %.0f s)" % (
+        " and plots/" if os.path.isdir(os.path.join(out_dir, "plots")) else "", out_dir, total,
+        time.monotonic() - started), file=sys.stderr)
+    with open(os.path.join(out_dir, "verdict.md")) as f:
+        sys.stdout.write(f.read())
+    return 0
+
+
+def finish_run(stage, args):
+    """verdict.md and, in a full run with gnuplot, plots/ in the stage folder; [] or the failures."""
+    with open(os.path.join(stage, "verdict.md"), "w") as f:
+        v = subprocess.run([sys.executable, os.path.abspath(__file__), "verdict", os.path.join(stage, "results.csv")],
+                           stdout=f, stderr=subprocess.PIPE, text=True)
+    if v.returncode != 0:
+        return ["FAILED bench.py verdict: %s" % v.stderr.strip()]
+    if args.smoke:
+        return []
+    if not shutil.which("gnuplot"):
+        print("%s: note: no plots/ (gnuplot is not installed; the previous run's would be stale): "
+              "`apt-get install gnuplot-nox`, then "
+              "`benchmarks/plot.sh %s`" % (args.prog, os.path.join(os.path.abspath(args.out), "summary.csv")),
+              file=sys.stderr)
+        return []
+    p = subprocess.run(["bash", os.path.join(HERE, "plot.sh"), os.path.join(stage, "summary.csv"),
+                        os.path.join(stage, "plots")], capture_output=True, text=True)
+    if p.returncode != 0 or p.stderr.strip():
+        return ["FAILED plot.sh (exit %d): %s" % (p.returncode, p.stderr.strip()[-500:])]
+    return []
 
 
 def write_summary(rows, path, header):
@@ -716,9 +843,10 @@ def load_rows(command, path, columns, kind):
 
 def cmd_plotdata(args):
     """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <metric> <file> <colours>" per
-    file, in order. A file has a column only for the allocators with a value in it (an empty
-    column makes gnuplot warn); <colours> gives each column its allocator's line colour, the same
-    in every panel (1-based positions among the allocators of the run, comma-separated)."""
+    file, in order. A file has three columns (value, low, high: the median of the paired ratios
+    and their min and max, the error bar) only for the allocators with a value in it (an empty
+    column makes gnuplot warn); <colours> gives each allocator its line colour, the same in every
+    panel (1-based positions among the allocators of the run, comma-separated)."""
     rows, _ = load_rows("plotdata", args.summary, SUMMARY_COLUMNS, "summary.csv")
     os.makedirs(args.outdir, exist_ok=True)
     present = [a["name"] for a in ALLOCATORS if a["name"] != "glibc" and any(r["allocator"] == a["name"] for r in rows)]
@@ -727,27 +855,31 @@ def cmd_plotdata(args):
     threads_seen = {}
     for r in rows:
         threads_seen.setdefault(r["workload"], set()).add(r["threads"])
-    table = {}  # (workload, metric) -> label -> allocator -> value
+    table = {}  # (workload, metric) -> label -> allocator -> (value, low, high)
     for r in rows:
         if r["better"] == "none" or r["allocator"] == "glibc" or not r["ratio_to_glibc"]:
             continue
         if r["metric"] == "time" and (r["workload"], r["case"], r["threads"]) in has_rate:
             continue
         value = float(r.get("paired_to_glibc") or r["ratio_to_glibc"])
+        # The spread: min-max of the paired ratios (none for a ratio of medians: low = high = value).
+        spread = [float(r[c]) for c in ("paired_to_glibc_min", "paired_to_glibc_max") if r.get("paired_to_glibc") and r.get(c)]
+        low, high = spread if len(spread) == 2 else (value, value)
         if r["better"] == "lower":
-            value = 1 / value if value > 0 else float("nan")
+            inv = lambda x: 1 / x if x > 0 else float("nan")
+            value, low, high = inv(value), inv(high), inv(low)
         label = r["case"] if len(threads_seen[r["workload"]]) == 1 else "%s %st" % (r["case"], r["threads"])
-        table.setdefault((r["workload"], r["metric"]), {}).setdefault(label, {})[r["allocator"]] = value
+        table.setdefault((r["workload"], r["metric"]), {}).setdefault(label, {})[r["allocator"]] = (value, low, high)
     for (workload, metric), labels in table.items():
-        drawn = lambda vals, a: a in vals and vals[a] == vals[a]  # NaN: nothing to draw
+        drawn = lambda vals, a: a in vals and all(x == x for x in vals[a])  # NaN: nothing to draw
         columns = [a for a in present if any(drawn(vals, a) for vals in labels.values())]
         if not columns:
             continue
         path = os.path.join(args.outdir, "%s.%s.dat" % (workload, metric))
         with open(path, "w") as f:
-            f.write("label " + " ".join('"%s"' % a for a in columns) + "\n")
+            f.write("label " + " ".join('"%s" min max' % a for a in columns) + "\n")
             for label, vals in labels.items():
-                cells = ["%.4g" % vals[a] if drawn(vals, a) else "?" for a in columns]
+                cells = [" ".join("%.4g" % x for x in vals[a]) if drawn(vals, a) else "? ? ?" for a in columns]
                 f.write('"%s" %s\n' % (label, " ".join(cells)))
         print(workload, metric, path, ",".join(str(present.index(a) + 1) for a in columns))
     return 0
@@ -1038,7 +1170,11 @@ def cmd_profile(args):
         print("profile: %s" % why, file=sys.stderr)
         return 3
     notes = []
-    allocators, _ = pick_allocators(args, build_dir, notes)
+    try:
+        allocators = pick_allocators(args, build_dir, notes)
+    except UsageError as e:
+        print("profile: %s" % e, file=sys.stderr)
+        return 2
     for n in notes:
         print("note: " + n, file=sys.stderr)
     if not allocators:
@@ -1103,6 +1239,7 @@ def main():
     r.add_argument("--livealloc-lib", default="", help="another liblivealloc.so (default: the build's)")
     r.add_argument("--baseline-lib", default="", help="a second liblivealloc.so to compare with (column livealloc@baseline)")
     r.add_argument("--command", default=" ".join(sys.argv))
+    r.add_argument("--prog", default="bench.py", help="the name error messages start with (run.sh passes its own)")
     d = sub.add_parser("plotdata")
     d.add_argument("summary")
     d.add_argument("outdir")

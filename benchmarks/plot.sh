@@ -2,7 +2,8 @@
 # Draws one PNG per workload from a summary CSV: one panel per metric, one group of bars per case,
 # one bar per allocator, as a ratio to glibc oriented so that above 1 is better (throughput:
 # alloc/glibc; time, latency, memory: glibc/alloc). Log scale, so 2x better and 2x worse sit at
-# the same distance from the glibc line.
+# the same distance from the glibc line. Each bar is the median of the per-repetition ratios, its
+# error bar their min-max (summary.csv's paired_to_glibc_min/max).
 #
 #   benchmarks/plot.sh [SUMMARY.csv] [OUTDIR]
 #   defaults: benchmarks/results/summary.csv and <its folder>/plots/
@@ -34,20 +35,20 @@ for w in $(cut -d' ' -f1 "$data/index" | uniq); do
     echo "set output '$outdir/$w.png'"
     echo "set datafile missing '?'"
     echo "set style data histograms"
-    echo "set style histogram clustered gap 1"
+    echo "set style histogram errorbars gap 1 lw 1"
     echo "set style fill solid 0.85 border -1"
     echo "set logscale y 2"
     echo "set grid ytics"
     echo "set xtics rotate by -30 left noenhanced"
     echo "set key outside right top noenhanced font ',8'"
-    echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of per-repetition ratios)' noenhanced"
+    echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of per-repetition ratios, bars min-max)' noenhanced"
     awk -v w="$w" '$1 == w {print $2, $3, $4}' "$data/index" | while read -r metric file colours; do
       columns=$(head -1 "$file" | wc -w)
       echo "set title '$metric' noenhanced"
       # The constant 1 draws the glibc line and keeps it inside every panel's y range.
-      # Each column in its allocator's colour, the same in every panel.
+      # Each allocator has three columns (median, min, max) and its colour, the same in every panel.
       echo "colours = '${colours//,/ }'"
-      echo "plot for [i=2:$columns] '$file' using i:xtic(1) title columnheader(i) lc (word(colours, i-1)+0), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
+      echo "plot for [i=2:$columns:3] '$file' using i:i+1:i+2:xtic(1) title columnheader(i) lc (word(colours, (i+1)/3)+0), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
     done
     echo "unset multiplot"
   } | gnuplot

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the benchmarks and liblivealloc.so, runs every workload under every allocator
-# (interleaved, repeated) and writes results.csv, summary.csv and verdict.md (the targets,
-# also printed). See benchmarks/README.md.
+# (interleaved, repeated) and writes results.csv, summary.csv, verdict.md (the targets, also
+# printed) and, in a full run with gnuplot installed, plots/ (plot.sh). See benchmarks/README.md.
 #
 #   benchmarks/run.sh                  full suite, 5 repetitions -> benchmarks/results/
 #   benchmarks/run.sh --smoke          tiny sizes, 1 repetition: does everything complete intact?
@@ -10,17 +10,26 @@
 #   --reps N             repetitions per allocator and workload (default 5; --smoke forces 1)
 #   --scale F            multiply iteration counts (full runs; default 1)
 #   --allocators LIST    comma list among glibc,livealloc,livealloc+profile,livealloc+memlive,
-#                        mimalloc,jemalloc,tcmalloc
+#                        mimalloc,jemalloc,tcmalloc (default: all, skipping a peer that is not
+#                        installed; one named here must be there)
 #   --workloads LIST     comma list of workloads (bench.py list shows them)
 #   --build-dir DIR      CMake build directory (default <repo>/build)
 #   --no-build           use the binaries already in --build-dir (ctest does this)
-#   --out DIR            where the CSV files go (default benchmarks/results, or
-#                        <build-dir>/benchmarks/smoke-results for --smoke)
-#   --require-livealloc  fail when liblivealloc.so is missing instead of skipping it
+#   --out DIR            where the results go (default benchmarks/results, or
+#                        <build-dir>/benchmarks/smoke-results for --smoke); a complete run
+#                        replaces results.csv, summary.csv, verdict.md and plots/ there together
+#   --require-livealloc  refuse to run (exit 2) when liblivealloc.so is missing, instead of
+#                        skipping it
 #   --livealloc-lib PATH use this liblivealloc.so instead of <build-dir>/allocator/liblivealloc.so
 #   --baseline-lib PATH  also run this liblivealloc.so (another build) as the column
 #                        livealloc@baseline, interleaved: the before/after ratio of a change
-# Exit status: 0 when every run completed and validated its data, 1 otherwise.
+# Exit status:
+#   0    every run completed and validated its data; its results replaced those in --out
+#   1    a run failed (crash, timeout, corrupted data, ...): --out keeps the last complete
+#        results and this run's partial results.csv and summary.csv go to <out>/failed/
+#   2    usage error, nothing run: a bad option or value, an unusable --out, a missing
+#        library of an allocator named in --allocators (or of livealloc with --require-livealloc)
+#   130  interrupted (Ctrl-C or SIGTERM): as for 1
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,8 +53,10 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --out) out="$2"; shift ;;
     --require-livealloc) require="--require-livealloc" ;;
-    --livealloc-lib) livealloc_lib="$(realpath -e -- "$2")" || exit 2; shift ;;
-    --baseline-lib) baseline_lib="$(realpath -e -- "$2")" || exit 2; shift ;;
+    --livealloc-lib|--baseline-lib)
+      if [[ ! -e "$2" ]]; then echo "run.sh: $1 $2: no such file" >&2; exit 2; fi
+      if [[ $1 == --livealloc-lib ]]; then livealloc_lib="$(realpath -- "$2")"; else baseline_lib="$(realpath -- "$2")"; fi
+      shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -84,9 +95,9 @@ fi
 
 mode=()
 [[ $smoke == 1 ]] && mode=(--smoke)
-/usr/bin/python3 "$here/bench.py" run --build-dir "$build_dir" --out "$out" --reps "$reps" \
+# bench.py checks the other options, runs, writes the verdict (the issue's targets; in smoke mode
+# only a check that it computes) and the plots, and prints the verdict. exec: a signal to run.sh
+# reaches it, and its exit status is ours.
+exec /usr/bin/python3 "$here/bench.py" run --prog run.sh --build-dir "$build_dir" --out "$out" --reps "$reps" \
   --scale "$scale" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
-  --livealloc-lib "$livealloc_lib" --baseline-lib "$baseline_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}" || exit
-# The issue's targets read off this run (in smoke mode only a check that the verdict computes).
-/usr/bin/python3 "$here/bench.py" verdict "$out/results.csv" > "$out/verdict.md" || exit
-cat "$out/verdict.md"
+  --livealloc-lib "$livealloc_lib" --baseline-lib "$baseline_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}"

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Bad arguments to the benchmark binaries and to run.sh end in a clear usage error (exit 64 for
-the binaries, 2 or 1 for the runner), and a refused run leaves the results it would have replaced
+the binaries, 2 and one line starting with the program's name for the runner, run.sh or
+bench.py run; an unusable --out too), and a refused run leaves the results it would have replaced
 untouched. Bad results or summary files given to bench.py's plotdata, table, summarize and
 verdict end in a one-line error naming the file, and write nothing.
 
@@ -59,25 +60,64 @@ def main():
     if ok.returncode != 0 or "case=size=64" not in ok.stdout:
         failures.append("bench_fastpath size=64 iters=2000: exit %d, %r" % (ok.returncode, ok.stderr))
 
-    # The runner: refused before anything is written over an existing results.csv.
+    # The runner: refused with exit 2 and one line naming the problem (and the program the user
+    # ran), before anything is written over an existing results.csv.
     with tempfile.TemporaryDirectory() as out_dir:
         results = os.path.join(out_dir, "results.csv")
         with open(results, "w") as f:
             f.write("earlier results\n")
+        a_file = os.path.join(out_dir, "a-file")
+        with open(a_file, "w") as f:
+            f.write("not a folder\n")
+        read_only = os.path.join(out_dir, "read-only")
+        os.mkdir(read_only)
+        os.chmod(read_only, 0o555)  # root writes there anyway: made immutable below if it can be
+        if os.geteuid() == 0 and subprocess.run(["chattr", "+i", read_only], capture_output=True).returncode != 0:
+            read_only = None
         runner = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out_dir]
-        for extra, want in ((["--reps", "0"], "--reps must be at least 1"),
-                            (["--scale", "0"], "--scale must be from"),
-                            (["--reps"], "--reps needs a value"),
-                            (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "missing.so"),
-                            (["--workloads", "nosuch"], "no workload matches nosuch"),
-                            (["--workloads", "fastpath,nosuch"], "no workload matches nosuch")):
-            out = subprocess.run(runner + extra, capture_output=True, text=True, timeout=60)
-            if out.returncode == 0 or want not in out.stderr:
-                failures.append("run.sh %s: exit %d, stderr %r (want non-zero and %r)" % (
-                    " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+        bench_run = [sys.executable, os.path.join(HERE, "bench.py"), "run", "--build-dir", build, "--out", out_dir]
+        refusals = [(["--reps", "0"], "--reps must be at least 1"),
+                    (["--scale", "0"], "--scale must be from"),
+                    (["--reps"], "--reps needs a value"),
+                    (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "--livealloc-lib %s" % out_dir),
+                    (["--baseline-lib", os.path.join(out_dir, "missing.so")], "--baseline-lib %s" % out_dir),
+                    (["--workloads", "nosuch"], "no workload matches nosuch"),
+                    (["--workloads", "fastpath,nosuch"], "no workload matches nosuch"),
+                    (["--workloads", ","], "--workloads ',': empty name"),
+                    (["--workloads", "fastpath,"], "--workloads 'fastpath,': empty name"),
+                    (["--allocators", "glibc,nosuch"], "unknown allocator(s) nosuch"),
+                    (["--allocators", ","], "--allocators ',': empty name"),
+                    (["--out", a_file], "--out %s: not a directory" % a_file),
+                    (["--out", os.path.join(a_file, "sub")], "%s is not a directory" % a_file)]
+        if read_only:
+            refusals += [(["--out", read_only], "--out %s: not writable" % read_only),
+                         (["--out", os.path.join(read_only, "sub")], "%s is not writable" % read_only)]
+        try:
+            for extra, want in refusals:
+                out = subprocess.run(runner + extra, capture_output=True, text=True, timeout=60)
+                lines = out.stderr.strip().splitlines()
+                if out.returncode != 2 or want not in out.stderr or len(lines) != 1 or not lines[0].startswith("run.sh: "):
+                    failures.append("run.sh %s: exit %d, stderr %r (want 2 and one line 'run.sh: ...%s')" % (
+                        " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+            # bench.py run on its own: the same refusals under its own name.
+            for extra, want in ((["--reps", "0"], "bench.py: --reps must be at least 1"),
+                                (["--workloads", ","], "bench.py: --workloads ',': empty name"),
+                                (["--out", a_file], "bench.py: --out %s: not a directory" % a_file)):
+                out = subprocess.run(bench_run + extra, capture_output=True, text=True, timeout=60)
+                if out.returncode != 2 or out.stderr.strip() != out.stderr.strip().splitlines()[0] or want not in out.stderr:
+                    failures.append("bench.py run %s: exit %d, stderr %r (want 2 and %r)" % (
+                        " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+        finally:
+            if read_only and os.geteuid() == 0:
+                subprocess.run(["chattr", "-i", read_only])
         with open(results) as f:
             if f.read() != "earlier results\n":
                 failures.append("a refused run changed results.csv")
+        if sorted(os.listdir(out_dir)) != sorted(["results.csv", "a-file", "read-only"]):
+            failures.append("a refused run wrote into --out: %s" % sorted(os.listdir(out_dir)))
+        help_text = subprocess.run([runner[0], "--help"], capture_output=True, text=True, timeout=60).stdout
+        if not all(code in help_text for code in ("  0  ", "  1  ", "  2  ", "usage error")):
+            failures.append("run.sh --help does not document the exit codes 0, 1 and 2")
         # memlive_bench.sh: the same refusals, before it builds or measures anything.
         mlb = [os.path.join(HERE, "memlive_bench.sh"), "--no-build", "--build-dir", build]
         for extra, want in ((["--reps", "0"], "--reps must be an integer from 1 to 100"),

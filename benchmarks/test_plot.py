@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Checks plot.sh: on a real summary (the smoke run's) it draws one PNG per workload without a
 gnuplot warning; on a synthetic one, an allocator measured in only one panel gets a column in
-that panel alone and keeps its colour; without a summary, or with bad arguments, it stops with a
-clear error.
+that panel alone and keeps its colour, each bar has the min-max of the paired ratios as its error
+bar, and the PNGs come out the same byte for byte when drawn again; without a summary, or with
+bad arguments, it stops with a clear error.
 
 Exit 77 (skipped) without gnuplot; 0 when every check passes, 1 otherwise.
     test_plot.py SUMMARY.csv"""
@@ -25,20 +26,21 @@ FIELDS = ["workload", "case", "threads", "metric", "unit", "better", "allocator"
 
 def synthetic(path):
     """Two workloads: `w` with a throughput panel for every allocator and a peak_rss panel that
-    jemalloc lacks; `v` measured by livealloc and tcmalloc only."""
+    jemalloc lacks, the paired ratios from half to twice their median; `v` measured by livealloc
+    and tcmalloc only, with ratios of medians alone (no paired ratios, so no spread)."""
     rows = []
 
-    def row(workload, metric, better, allocator, ratio):
+    def row(workload, metric, better, allocator, ratio, paired=True):
+        p = [str(ratio), str(ratio / 2), str(ratio * 2)] if paired else ["", "", ""]
         rows.append(dict(zip(FIELDS, [workload, "c", "1", metric, "x", better, allocator, "1", "1",
-                                      "1", "1", "1", "1", str(ratio), "1", str(ratio), str(ratio),
-                                      str(ratio), "1"])))
+                                      "1", "1", "1", "1", str(ratio), "1"] + p + ["1"])))
     for a, r in [("glibc", 1), ("livealloc", 2), ("mimalloc", 1.5), ("jemalloc", 0.5),
                  ("tcmalloc", 1.8)]:
         row("w", "ops_per_s", "higher", a, r)
         if a != "jemalloc":
             row("w", "peak_rss", "lower", a, r)
     for a, r in [("glibc", 1), ("livealloc", 4), ("tcmalloc", 2)]:
-        row("v", "ops_per_s", "higher", a, r)
+        row("v", "ops_per_s", "higher", a, r, paired=False)
     with open(path, "w", newline="") as f:
         f.write("# synthetic summary for test_plot.py\n")
         w = csv.DictWriter(f, FIELDS)
@@ -83,9 +85,11 @@ def main():
         index = {tuple(l.split()[:2]): l.split()[2:] for l in out.stdout.splitlines()}
         # Allocators of the run after glibc, in the runner's order: livealloc, mimalloc,
         # jemalloc, tcmalloc, so their colours are 1, 2, 3 and 4.
-        want = {("w", "ops_per_s"): ('label "livealloc" "mimalloc" "jemalloc" "tcmalloc"', "1,2,3,4"),
-                ("w", "peak_rss"): ('label "livealloc" "mimalloc" "tcmalloc"', "1,2,4"),
-                ("v", "ops_per_s"): ('label "livealloc" "tcmalloc"', "1,4")}
+        # Three columns per allocator: the median and the min and max of the error bar.
+        want = {("w", "ops_per_s"): ('label "livealloc" min max "mimalloc" min max "jemalloc" min max '
+                                     '"tcmalloc" min max', "1,2,3,4"),
+                ("w", "peak_rss"): ('label "livealloc" min max "mimalloc" min max "tcmalloc" min max', "1,2,4"),
+                ("v", "ops_per_s"): ('label "livealloc" min max "tcmalloc" min max', "1,4")}
         for key, (header, colours) in want.items():
             if key not in index:
                 failures.append("plotdata wrote no file for %s %s: %s" % (key + (out.stderr,)))
@@ -96,17 +100,31 @@ def main():
             if lines[0] != header or got_colours != colours:
                 failures.append("%s %s: header %r colours %s, want %r %s" %
                                 (key + (lines[0], got_colours, header, colours)))
-        # peak_rss is "lower is better": drawn as glibc/allocator, so tcmalloc's 1.8 becomes 0.5556.
-        if ("w", "peak_rss") in index:
-            with open(index[("w", "peak_rss")][0]) as f:
-                cells = f.read().splitlines()[1].split()
-            if cells[1:] != ["0.5", "0.6667", "0.5556"]:
-                failures.append("peak_rss cells %s, want 0.5 0.6667 0.5556" % cells[1:])
-        out = subprocess.run(["bash", PLOT, syn, os.path.join(tmp, "syn-plots")],
-                             capture_output=True, text=True, timeout=120)
-        if out.returncode != 0 or out.stderr.strip():
-            failures.append("plot.sh on the synthetic summary: exit %d, stderr %r" %
-                            (out.returncode, out.stderr.strip()[:400]))
+        # peak_rss is "lower is better": drawn as glibc/allocator, so tcmalloc's 1.8 becomes 0.5556,
+        # and its paired range 0.9-3.6 the error bar 0.2778-1.111.
+        cells_want = {("w", "peak_rss"): "0.5 0.25 1 0.6667 0.3333 1.333 0.5556 0.2778 1.111",
+                      ("w", "ops_per_s"): "2 1 4 1.5 0.75 3 0.5 0.25 1 1.8 0.9 3.6",
+                      ("v", "ops_per_s"): "4 4 4 2 2 2"}  # no paired ratios: no spread
+        for key, cells in cells_want.items():
+            if key in index:
+                with open(index[key][0]) as f:
+                    got = " ".join(f.read().splitlines()[1].split()[1:])
+                if got != cells:
+                    failures.append("%s %s cells %s, want %s" % (key + (got, cells)))
+        drawn = []
+        for name in ("syn-plots", "syn-plots-again"):
+            out = subprocess.run(["bash", PLOT, syn, os.path.join(tmp, name)],
+                                 capture_output=True, text=True, timeout=120)
+            if out.returncode != 0 or out.stderr.strip():
+                failures.append("plot.sh on the synthetic summary: exit %d, stderr %r" %
+                                (out.returncode, out.stderr.strip()[:400]))
+            with open(os.path.join(tmp, name, "w.png"), "rb") as f:
+                drawn.append(f.read())
+        if drawn[0] != drawn[1]:
+            failures.append("plot.sh drew w.png differently from the same summary")
+        with open(PLOT) as f:
+            if "histogram errorbars" not in f.read():
+                failures.append("plot.sh does not draw the histograms with error bars")
 
         # No summary: a clear error, nothing drawn.
         out = subprocess.run(["bash", PLOT, os.path.join(tmp, "missing.csv"), os.path.join(tmp, "x")],

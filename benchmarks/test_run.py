@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Checks how run.sh (bench.py run) treats the results in --out: a complete run replaces
+results.csv, summary.csv, verdict.md and plots/ together; a run with a failed case, or one
+interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/. Also: a peer
+named in --allocators but not installed is a usage error naming its Debian package (a note when
+the default set is run), and the CSV header gives the build type and ignores untracked files.
+
+Exit 0 when every check passes, 1 otherwise.
+    test_run.py BUILD_DIR"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402
+
+KEPT = ("results.csv", "summary.csv", "verdict.md", "plots/old.png")
+
+
+def snapshot(out):
+    files = {}
+    for name in KEPT:
+        path = os.path.join(out, name)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                files[name] = f.read()
+    return files
+
+
+def check_allocators(failures):
+    """A missing peer: an error when named, a note in the default set."""
+    saved = [dict(a) for a in bench.ALLOCATORS]
+    try:
+        for a in bench.ALLOCATORS:
+            if a["name"] == "mimalloc":
+                a["lib"] = bench.LIBDIR + "/libmimalloc.so.NOT-INSTALLED"
+        def pick(allocators, require=False):
+            args = argparse.Namespace(allocators=allocators, baseline_lib="", livealloc_lib="",
+                                      require_livealloc=require)
+            notes = []
+            try:
+                names = [a["name"] for a in bench.pick_allocators(args, "/nonexistent-build", notes)]
+                return names, notes, None
+            except bench.UsageError as e:
+                return None, notes, str(e)
+        names, notes, error = pick("glibc,mimalloc")
+        if error is None or "libmimalloc2.0" not in error or "mimalloc" not in error:
+            failures.append("--allocators glibc,mimalloc without mimalloc: %r, want an error naming "
+                            "libmimalloc2.0" % (error or names))
+        names, notes, error = pick("")
+        if error or "mimalloc" in names or not any(n.startswith("mimalloc skipped") for n in notes):
+            failures.append("default allocators without mimalloc: %r %r %r, want a note" % (names, notes, error))
+        if error is None and ("glibc" not in names or "jemalloc" not in names):
+            failures.append("default allocators without mimalloc: %r, want the others still" % names)
+        # livealloc is not in /nonexistent-build: skipped by default, an error when required or named.
+        if pick("", require=True)[2] is None or "livealloc_preload" not in (pick("livealloc")[2] or ""):
+            failures.append("a missing livealloc must be an error with --require-livealloc or when named")
+    finally:
+        bench.ALLOCATORS[:] = saved
+
+
+def check_header(failures, tmp):
+    """The build type from CMakeCache.txt; untracked files do not make the tree dirty."""
+    cache = os.path.join(tmp, "cache")
+    os.mkdir(cache)
+    for line, want in (("CMAKE_BUILD_TYPE:STRING=Release\n", "Release"), ("CMAKE_BUILD_TYPE:STRING=\n", "(none)")):
+        with open(os.path.join(cache, "CMakeCache.txt"), "w") as f:
+            f.write("CMAKE_CXX_COMPILER:FILEPATH=/usr/bin/c++\n" + line)
+        if bench.build_type(cache) != want:
+            failures.append("build_type for %r: %r, want %r" % (line, bench.build_type(cache), want))
+    if not bench.build_type(tmp).startswith("?"):
+        failures.append("build_type without a cache: %r" % bench.build_type(tmp))
+    if not shutil.which("git"):
+        return
+    repo = os.path.join(tmp, "repo")
+    git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    os.mkdir(repo)
+    with open(os.path.join(repo, "tracked"), "w") as f:
+        f.write("one\n")
+    for cmd in (["init", "-q"], ["add", "tracked"], ["commit", "-q", "-m", "one"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    with open(os.path.join(repo, "untracked.csv"), "w") as f:
+        f.write("new results\n")
+    if "uncommitted" in bench.repository(repo):
+        failures.append("an untracked file marks the tree dirty: %r" % bench.repository(repo))
+    with open(os.path.join(repo, "tracked"), "w") as f:
+        f.write("two\n")
+    if not bench.repository(repo).endswith("(uncommitted changes)"):
+        failures.append("a changed tracked file is not reported: %r" % bench.repository(repo))
+
+
+def main():
+    build = sys.argv[1]
+    failures = []
+    check_allocators(failures)
+    with tempfile.TemporaryDirectory() as tmp:
+        check_header(failures, tmp)
+        out = os.path.join(tmp, "out")
+        run = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out,
+               "--allocators", "glibc,livealloc"]
+
+        # A complete run writes everything and prints the verdict; the header names the build type.
+        r = subprocess.run(run + ["--smoke", "--workloads", "true"], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or "# Verdict" not in r.stdout:
+            failures.append("a complete run: exit %d, stderr %r" % (r.returncode, r.stderr[-500:]))
+        if sorted(os.listdir(out)) != ["results.csv", "summary.csv", "verdict.md"]:
+            failures.append("after a complete run --out holds %s" % sorted(os.listdir(out)))
+        with open(os.path.join(out, "results.csv")) as f:
+            with open(os.path.join(build, "CMakeCache.txt")) as cache:
+                configured = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", cache.read(), re.M)
+            want = "# build type: %s\n" % ((configured.group(1) if configured else "") or "(none)")
+            if want not in f.read():
+                failures.append("results.csv has no line %r" % want)
+        os.mkdir(os.path.join(out, "plots"))
+        with open(os.path.join(out, "plots", "old.png"), "w") as f:
+            f.write("the last complete run's plot\n")
+        before = snapshot(out)
+
+        # A failed case: livealloc from a file that is not a library (ld.so ignores the preload).
+        bad = os.path.join(tmp, "not-a-library.so")
+        with open(bad, "w") as f:
+            f.write("not an ELF file\n")
+        r = subprocess.run(run + ["--smoke", "--workloads", "true", "--livealloc-lib", bad],
+                           capture_output=True, text=True, timeout=120)
+        failed = os.path.join(out, "failed")
+        if r.returncode != 1 or failed not in r.stderr:
+            failures.append("a failed run: exit %d, stderr %r (want 1 and where its rows went)"
+                            % (r.returncode, r.stderr[-500:]))
+        if snapshot(out) != before:
+            failures.append("a failed run changed the last complete results")
+        try:
+            with open(os.path.join(failed, "results.csv")) as f:
+                text = f.read()
+            if ",glibc,true," not in text or "# FAILED allocator=livealloc" not in text:
+                failures.append("failed/results.csv lacks glibc's rows or the failure: %r" % text[-500:])
+            if not os.path.exists(os.path.join(failed, "summary.csv")):
+                failures.append("no failed/summary.csv")
+        except OSError as e:
+            failures.append("no partial results of the failed run: %s" % e)
+
+        # Interrupted (SIGTERM to run.sh) after its first run: the same.
+        p = subprocess.Popen(run + ["--smoke", "--workloads", "fastpath,crossthread,thread_churn"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if line.startswith("[  2/"):
+                p.send_signal(signal.SIGTERM)
+                break
+        p.stderr.read()
+        p.wait(timeout=60)
+        if p.returncode != 130 or snapshot(out) != before:
+            failures.append("an interrupted run: exit %d, results %s" % (
+                p.returncode, "kept" if snapshot(out) == before else "changed"))
+        try:
+            with open(os.path.join(failed, "results.csv")) as f:
+                if not re.search(r"^# INTERRUPTED during run \d+ of \d+$", f.read(), re.M):
+                    failures.append("failed/results.csv does not say the run was interrupted")
+        except OSError as e:
+            failures.append("no partial results of the interrupted run: %s" % e)
+        if os.path.exists(os.path.join(out, "incomplete")):
+            failures.append("an interrupted run left %s/incomplete" % out)
+
+        # A complete full run replaces everything, plots included (drawn by plot.sh when gnuplot is
+        # there), and drops the failed run's folder.
+        r = subprocess.run(run + ["--reps", "1", "--scale", "0.01", "--workloads", "true"],
+                           capture_output=True, text=True, timeout=120)
+        after = snapshot(out)
+        if r.returncode != 0 or any(after.get(n) == before[n] for n in before) or os.path.exists(failed):
+            failures.append("a complete run after a failed one: exit %d, unchanged %s, failed/ %s, stderr %r" % (
+                r.returncode, [n for n in before if after.get(n) == before[n]],
+                "kept" if os.path.exists(failed) else "removed", r.stderr[-500:]))
+        drawn = os.path.exists(os.path.join(out, "plots", "true.png"))
+        if shutil.which("gnuplot") and not drawn:
+            failures.append("a complete full run drew no plots: %r" % r.stderr[-500:])
+        if not shutil.which("gnuplot") and "no plots" not in r.stderr:
+            failures.append("without gnuplot, no note about the plots: %r" % r.stderr[-500:])
+
+    for f in failures:
+        print("FAIL: " + f)
+    print("%d failures" % len(failures) if failures else "run: all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
