@@ -1116,7 +1116,8 @@
     }
     row.input.removeAttribute("aria-invalid");
     state.pending.set(name, { value: r.body.applied ? r.body.applied[name] : Number(trimmed),
-      generation: r.body.generation, posted: performance.now() });
+      generation: r.body.generation, posted: performance.now(),
+      rejected: state.current ? state.current.s.control.rejected : null });
     setMsg(row, "pending", "sent (generation " + r.body.generation + "), waiting for the allocator…");
     if (state.current) updateTuning(state.current);
   }
@@ -1142,6 +1143,14 @@
       const p = state.pending.get(o.name);
       if (!p || state.mode === "replay") continue;
       if (s.control.validated_generation < p.generation) continue;
+      // Another writer (a second page, `memlive tune`) may have set it since: the allocator
+      // counts what it rejects.
+      if (o.effective !== p.value && o.requested !== p.value && s.control.rejected === p.rejected) {
+        setMsg(row, "ok", "in effect: " + p.value + ", then changed by another writer to " + o.effective);
+        state.pending.delete(o.name);
+        row.input.value = String(o.effective);
+        continue;
+      }
       if (o.effective !== p.value) {
         setMsg(row, "error", "the allocator rejected " + p.value + " (in force: " + o.effective + ")");
         state.pending.delete(o.name);

@@ -266,6 +266,19 @@ try {
   await input.press("Enter");
   const eight = await until("page_recycle = 8", () => (effective().effective === 8 ? true : null)).catch(() => false);
   check(eight, "'8.0' typed in the panel is sent as the number 8 and applied");
+  // Another writer changes it while the page still waits for idle threads (the workload's main
+  // thread sits in fgets): the page says so, not that the allocator rejected its value.
+  await input.fill("9");
+  await input.press("Enter");
+  await until("page_recycle = 9", () => (effective().effective === 9 ? true : null)).catch(() => {});
+  await fetch(base + "/api/options", { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ page_recycle: 11 }) });
+  const superseded = await until("the panel to note the other writer", async () => {
+    const text = await page.textContent("#opt-page_recycle-msg");
+    return /changed by another writer to 11/.test(text) ? text : null;
+  }).catch(async () => "(got) " + await page.textContent("#opt-page_recycle-msg"));
+  check(!superseded.startsWith("(got)") && !/rejected/.test(superseded),
+    "a value another writer replaced is reported as replaced, not rejected", superseded);
 
   // Recommendations: with page_recycle 0 the ticker gives its 256 KiB spans back and takes them
   // again every 5 ms; the page must notice and suggest keeping them, and Apply must set it.
