@@ -6,11 +6,13 @@
 #include <livealloc.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory_resource>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -281,6 +283,58 @@ TEST_CASE("a lowered purge_delay or large_cache holds for what is cached already
   now = d::now_ms();
   for (unsigned i = 0; i < d::g.large_cache_count; ++i) CHECK(d::g.large_cache[i].expires <= now);
   CHECK(d::g.large_cache_deadline.load() <= now);
+  la::trim();
+}
+
+TEST_CASE("trim_thread gives back this thread's lists and empty pages, not another's") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);
+  opts.set("page_recycle", 64);
+  const unsigned c = d::class_of(512);
+  auto churn = [] {  // leaves blocks on the recent-free list and empty pages kept
+    std::vector<void*> v;
+    for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));
+    for (void* p : v) la::deallocate(p);
+  };
+  // Another thread's heap, kept as it is while this one trims.
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  std::uint32_t other_kept = 0, other_kept_after = 0;
+  std::thread other([&] {
+    churn();
+    std::unique_lock<std::mutex> lock(m);
+    other_kept = d::tls_heap->kept_empty[c];
+    step = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return step == 2; });
+    other_kept_after = d::tls_heap->kept_empty[c];
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  churn();
+  d::heap* h = d::tls_heap;
+  REQUIRE(h->kept_empty[c] > 0);
+  REQUIRE(h->recent[c].head != nullptr);
+  const std::size_t committed = d::g_proc->committed_bytes.load();
+  CHECK(la::trim_thread());
+  CHECK(h->kept_empty[c] == 0);
+  CHECK(h->recent[c].head == nullptr);
+  CHECK(d::heap_is_valid());
+  // Released to the page heap, which purges after purge_delay: still committed now.
+  CHECK(d::g_proc->committed_bytes.load() == committed);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    step = 2;
+  }
+  cv.notify_all();
+  other.join();
+  CHECK(other_kept > 0);
+  CHECK(other_kept_after == other_kept);
   la::trim();
 }
 
