@@ -671,12 +671,15 @@ def check_errors(ml, workload_pid, tmp):
     addrs = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
     outside = [a for a in addrs if a.count(".") == 3 and not a.startswith("127.")]
     for host in ["127.0.0.1"] + outside[:1]:
-        r = run([ml, "run", "--host", host, "--port", "0", "--exit-when-done", "--",
-                 "sleep", "0.5"])
-        warned = "not a loopback address" in r.stderr and "no authentication" in r.stderr
-        check(r.returncode == 0 and warned == (host != "127.0.0.1"),
-              "run --host %s: %s (exit %d: %s)" % (host, "warns" if host != "127.0.0.1" else
-                                                   "no warning", r.returncode, r.stderr.strip()))
+        p = subprocess.Popen([ml, "serve", "--pid", str(workload_pid), "--host", host, "--port",
+                              "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        served = "serving process" in p.stdout.readline()
+        p.send_signal(signal.SIGINT)  # the warning is written before the server waits for it
+        _, err = p.communicate(timeout=TIMEOUT)
+        warned = "not a loopback address" in err and "no authentication" in err
+        check(served and p.returncode == 0 and warned == (host != "127.0.0.1"),
+              "serve --host %s: %s (exit %d: %s)" % (host, "warns" if host != "127.0.0.1" else
+                                                     "no warning", p.returncode, err.strip()))
     if not outside:
         print("note: no address other than loopback here; the warning is not checked")
     # A reader that goes away: an error, not a silent death by SIGPIPE.
