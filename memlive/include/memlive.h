@@ -1245,7 +1245,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        first. A sampler thread ("memlive-hist") takes one sample per history
 //                        step (the stream interval, but at least kHistoryMinStepMs; the JSON
 //                        the stream last shared when it is less than a step old) and keeps at most
-//                        kHistorySamples of them and at most kHistoryBytes of JSON (the oldest go
+//                        kHistorySamples of them and at most options.history_bytes of JSON (the oldest go
 //                        first): 600 x 250 ms = the last 2.5 minutes by default. Bad N -> 400.
 //   POST /api/baseline   body empty or {} records the current snapshot as the baseline;
 //                        {"clear":true} clears it (same checks as POST /api/options: Origin,
@@ -1272,6 +1272,10 @@ struct options {
   // keeps the median change-to-client delay near 40 ms (benchmarks/memlive_bench.sh).
   int stream_interval_ms = 80;
   bool quiet = false;              // start(): do not print the URL
+  // /api/history keeps at most this much JSON (the memory its strings hold), and at least the
+  // latest sample. 32 MiB holds all 600 samples while a snapshot is under 55 KB (a process of
+  // about 25 threads); a larger process keeps fewer, and a service short of memory can lower it.
+  std::size_t history_bytes = 32u * 1024u * 1024u;
 };
 
 enum class start_error : int {
@@ -1324,7 +1328,6 @@ inline constexpr int kBigAnswerWaitMs = 5000;
 inline constexpr std::uint64_t kStreamHeartbeatMs = 1000;
 inline constexpr std::size_t kHistorySamples = 600;                // samples kept by /api/history
 inline constexpr int kHistoryMinStepMs = 250;  // history samples at most 4 a second
-inline constexpr std::size_t kHistoryBytes = 32u * 1024u * 1024u;  // and at most this much JSON
 
 inline std::uint64_t steady_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -2070,7 +2073,7 @@ inline void server::sampler() {
         history_.push_back({steady_ms(), kept});
         history_bytes_ += kept->capacity();
         while (history_.size() > kHistorySamples ||
-               (history_bytes_ > kHistoryBytes && history_.size() > 1)) {
+               (history_bytes_ > opts_.history_bytes && history_.size() > 1)) {
           history_bytes_ -= history_.front().json->capacity();
           history_.pop_front();
         }

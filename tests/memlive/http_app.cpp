@@ -128,6 +128,13 @@ int main(int argc, char** argv) {
       struct sigaction now {};
       sigaction(SIGPIPE, nullptr, &now);
       std::printf("sigpipe %s\n", now.sa_handler == SIG_DFL ? "default" : "changed");
+    } else if (line == "small-history") {  // after stop: a server keeping one sample at most
+      memlive::options o;
+      o.port = 0;
+      o.quiet = true;
+      o.history_bytes = 1;
+      const memlive::status st = memlive::start(o);
+      std::printf("small-history %d %d\n", static_cast<int>(st.error), st.port);
     } else if (line == "again") {
       memlive::options o = opts;
       o.quiet = true;

@@ -653,6 +653,16 @@ def cmd_inprocess(app):
         except OSError:
             refused = True
         check(refused, "port %d refuses connections after stop()" % port)
+        # options.history_bytes bounds the history; at least the latest sample stays.
+        ans = command(p, "small-history")[0].split()
+        if check(len(ans) == 3 and ans[1] == "0", "start() with history_bytes 1 (%s)" % ans):
+            small = int(ans[2])
+            time.sleep(1.3)  # 5 history steps of 250 ms
+            st, _, j = get_json(small, "/api/history")
+            check(st == 200 and isinstance(j, list) and len(j) == 1,
+                  "history_bytes 1: /api/history keeps only the latest sample (got %d, %s)" %
+                  (st, len(j) if isinstance(j, list) else j))
+            check(command(p, "stop", 2)[1] == "port-after-stop 0", "that server stops")
         p.stdin.write("quit\n")
         p.stdin.close()
         check(p.wait(timeout=TIMEOUT) == 0, "memlive_http_app exits 0")
