@@ -184,7 +184,7 @@
   };
   const MAX_POINTS = 3000;
   // Where the time goes, per section (ms, cumulative), for web/tests/perf.mjs and the console.
-  const stats = { renders: 0, totalMs: 0, maxMs: 0, last: [], sections: {}, events: 0, samples: 0 };
+  const stats = { renders: 0, tableRenders: 0, totalMs: 0, maxMs: 0, last: [], sections: {}, events: 0, samples: 0 };
   window.memliveStats = stats;
 
   function compact(d) {
@@ -1293,7 +1293,12 @@
   // threads a frame costs tens of ms, and the page keeps two thirds of the main thread for the
   // user. What the user does (sort, select, theme, replay) is drawn at the next frame.
   let frame = 0, timer = 0, inFrame = false, wanted = false, urgent = false, nextAt = 0;
-  function schedule() { wanted = true; urgent = true; requestFrame(); }
+  // The chart draws every sample; the tables, maps, tuning and recommendations at most every
+  // TABLES_MS (text changing 12 times a second cannot be read, and redrawing it was most of the
+  // page's CPU), and at once after anything the user does or when the process changes or ends.
+  const TABLES_MS = 250;
+  let tablesAt = -Infinity, tablesWanted = true, tablesTimer = 0, tablesFor = "", tablesStale = false;
+  function schedule() { wanted = true; urgent = true; tablesWanted = true; requestFrame(); }
   function scheduleData() { wanted = true; requestFrame(); }
   function requestFrame() {
     if (frame || inFrame) return;
@@ -1365,12 +1370,27 @@
     setText("f-cached", fmtBytes(s.process.cached_bytes || 0));
     setText("f-free", fmtBytes(live.free));
     document.title = "memlive · " + (s.program || "") + " " + s.pid;
-    timed("classes", () => renderClasses(d));
-    timed("threads", () => renderThreads(d));
-    timed("matrix", () => renderMatrix(d));
-    timed("heat", () => renderHeat(d));
-    timed("tuning", () => updateTuning(live));
-    timed("recommendations", () => renderRecommendations(live));
+    const now = performance.now();
+    const proc = s.pid + (s.alive === false ? " ended" : "");
+    if (tablesWanted || now - tablesAt >= TABLES_MS || proc !== tablesFor) {
+      tablesFor = proc;
+      tablesStale = false;
+      tablesWanted = false;
+      tablesAt = now;
+      stats.tableRenders += 1;
+      timed("classes", () => renderClasses(d));
+      timed("threads", () => renderThreads(d));
+      timed("matrix", () => renderMatrix(d));
+      timed("heat", () => renderHeat(d));
+      timed("tuning", () => updateTuning(live));
+      timed("recommendations", () => renderRecommendations(live));
+    } else {  // the tables catch up with this sample if no other comes soon to draw them
+      tablesStale = true;
+      if (!tablesTimer) {
+        tablesTimer = setTimeout(() => { tablesTimer = 0; if (tablesStale) scheduleData(); },
+          TABLES_MS - (now - tablesAt) + 150);
+      }
+    }
     timed("chart", updateChart);
     document.body.dataset.takenNs = String(d.s.taken_ns);
     document.body.dataset.samples = String(state.series.length);

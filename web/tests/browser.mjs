@@ -214,6 +214,18 @@ try {
   check(moves >= 2 && focusKept, "a focused row keeps the focus when the live sort moves it (" + moves + " moves)");
   await page.evaluate(() => document.activeElement && document.activeElement.blur());
 
+  // The chart draws every sample (10 a second here); the tables at most every 250 ms. An upper
+  // bound only: a slow machine draws less of both.
+  const counts = () => page.evaluate(() => ({ r: window.memliveStats.renders, t: window.memliveStats.tableRenders,
+    at: performance.now(), rows: document.querySelectorAll("#classes tbody tr").length }));
+  const c0 = await counts();
+  await new Promise((r) => setTimeout(r, 3000));
+  const c1 = await counts();
+  const tables = c1.t - c0.t, renders = c1.r - c0.r, allowed = Math.floor((c1.at - c0.at) / 250) + 2;
+  check(tables >= 1 && tables <= allowed && renders >= tables && c1.rows > 0,
+    "the tables are redrawn at most every 250 ms while the chart follows the stream",
+    JSON.stringify({ tables, renders, allowed, rows: c1.rows }));
+
   // 3. Tuning: a good value reaches the process; a bad one shows the server's error and changes nothing.
   const input = page.locator("#opt-page_recycle");
   await input.fill("7");
