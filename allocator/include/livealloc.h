@@ -1687,6 +1687,14 @@ inline void control_validate(std::uint64_t gen) noexcept {
   c->validated_generation.store(gen, std::memory_order_release);
 }
 
+// The large cache's deadline: its earliest expiry, 0 when empty. With large_lock held.
+inline void large_cache_set_deadline() noexcept {
+  std::uint64_t earliest = 0;
+  for (unsigned i = 0; i < g.large_cache_count; ++i)
+    if (earliest == 0 || g.large_cache[i].expires < earliest) earliest = g.large_cache[i].expires;
+  g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+}
+
 // New values of large_cache, purge_delay and segment_cache hold for what is cached already: a
 // lowered purge_delay brings the deadlines of the page heap and of the cached large mappings
 // forward, a lowered large_cache makes the oldest mappings over it expire now (unmapped a step
@@ -1722,10 +1730,7 @@ inline void caches_apply_options(std::uint64_t gen) noexcept {
       g.large_cache[oldest].expires = now;
       bytes -= g.large_cache[oldest].size;
     }
-    std::uint64_t earliest = 0;
-    for (unsigned i = 0; i < g.large_cache_count; ++i)
-      if (earliest == 0 || g.large_cache[i].expires < earliest) earliest = g.large_cache[i].expires;
-    g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+    large_cache_set_deadline();
   }
   segment* over = nullptr;
   {
@@ -2678,10 +2683,7 @@ inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept {
         gone = large_cache_remove(static_cast<unsigned>(oldest));
       }
     }
-    std::uint64_t earliest = 0;
-    for (unsigned i = 0; i < g.large_cache_count; ++i)
-      if (earliest == 0 || g.large_cache[i].expires < earliest) earliest = g.large_cache[i].expires;
-    g.large_cache_deadline.store(earliest, std::memory_order_relaxed);
+    large_cache_set_deadline();
   }
   if (gone.size) os_unmap(gone.base, gone.size);
 }

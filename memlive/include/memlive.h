@@ -1097,6 +1097,14 @@ inline std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_mat
 }
 
 
+namespace detail {
+// Digits with an optional sign, of any length (parse_int also wants it to fit in 64 bits).
+inline bool is_whole_number(const std::string& v) {
+  const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+  return v.size() > sign && v.find_first_not_of("0123456789", sign) == std::string::npos;
+}
+}  // namespace detail
+
 inline bool parse_assignment(const std::string& text, assignment* out, std::string* error) {
   auto fail = [&](const std::string& msg) {
     if (error) *error = msg;
@@ -1119,11 +1127,9 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   if (word) {
     v = value == "true" || value == "on";
   } else if (!detail::parse_int(value, &v)) {
-    const std::size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
-    const bool digits =
-        value.size() > sign && value.find_first_not_of("0123456789", sign) == std::string::npos;
     return fail("option '" + name + "': '" + value + "' is not " +
-                (digits ? "a 64-bit integer (out of range)" : "a whole number"));
+                (detail::is_whole_number(value) ? "a 64-bit integer (out of range)"
+                                                : "a whole number"));
   }
   out->name = std::move(name);
   out->value = v;

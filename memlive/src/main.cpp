@@ -450,13 +450,6 @@ int cmd_snapshot(const args& a) {
   return 0;
 }
 
-// True for a whole number with an optional sign: what parse_assignment refuses only when it does
-// not fit in 64 bits, a value out of every option's range (exit 7, like any other).
-bool is_integer_text(const std::string& v) {
-  const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
-  return v.size() > sign && v.find_first_not_of("0123456789", sign) == std::string::npos;
-}
-
 int cmd_tune(const args& a) {
   if (!a.have_pid) return usage_error("tune: --pid N is required", tune_help());
   if (a.positional.empty()) return usage_error("tune: give at least one name=value", tune_help());
@@ -470,7 +463,8 @@ int cmd_tune(const args& a) {
     std::string odd;  // resolved once the segment's options are known
     if (!memlive::parse_assignment(text, &x, &err)) {
       std::string name_err;  // the name's checks, with a stand-in value
-      if ((value != "default" && !is_integer_text(value)) ||
+      // A whole number past 64 bits is out of every option's range: exit 7, like any other.
+      if ((value != "default" && !memlive::detail::is_whole_number(value)) ||
           !memlive::parse_assignment(text.substr(0, eq + 1) + "0", &x, &name_err))
         return usage_error("tune: " + err + "; nothing applied");
       odd = value;

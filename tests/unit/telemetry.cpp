@@ -547,11 +547,16 @@ TEST_CASE("a changed threshold reaches every thread and changes behaviour") {
   REQUIRE(seg->set_option("purge_delay", 10, &err, &gen));
 }
 
+// This process's control block, written as a careless third party would, bypassing the
+// reader's checks.
+control_block* own_control() {
+  auto* base = reinterpret_cast<unsigned char*>(la::detail::g_table.base);
+  return reinterpret_cast<control_block*>(base + la::detail::kControlOffset);
+}
+
 TEST_CASE("an invalid value written straight into the segment is rejected and counted") {
   auto seg = own_segment();
-  // Write as a careless third party would, bypassing the reader's checks.
-  auto* base = reinterpret_cast<unsigned char*>(la::detail::g_table.base);
-  auto* control = reinterpret_cast<control_block*>(base + la::detail::kControlOffset);
+  control_block* control = own_control();
   int id = la::detail::find_option("remote_batch", 12);
   REQUIRE(id >= 0);
   long long before = 0;
@@ -580,8 +585,7 @@ TEST_CASE("an invalid value written straight into the segment is rejected and co
 
 TEST_CASE("garbage in the control block's validated_generation or effective does not stop tuning") {
   auto seg = own_segment();
-  auto* base = reinterpret_cast<unsigned char*>(la::detail::g_table.base);
-  auto* control = reinterpret_cast<control_block*>(base + la::detail::kControlOffset);
+  control_block* control = own_control();
   int id = la::detail::find_option("remote_batch", 12);
   REQUIRE(id >= 0);
   long long before = 0;
