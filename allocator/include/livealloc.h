@@ -1157,8 +1157,18 @@ inline bool release_caches() noexcept;
 
 // os_map_aligned, and when the OS refuses (RLIMIT_AS, a strict overcommit limit), once more after
 // unmapping what the caches hold: a request fails only when there is nothing left to give back.
+// errno as it was when this goes out of scope. For the large paths' attempts that may fail on
+// the way to a success (an mremap in place, a first mmap before the caches are released): a
+// malloc that succeeds leaves errno alone, as glibc's does, and programs test errno after loops
+// of calls (getline, readdir). A path that fails sets ENOMEM itself, after its keeper is gone.
+struct errno_keeper {
+  int saved = errno;
+  ~errno_keeper() { errno = saved; }
+};
+
 inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
   if (void* p = os_map_aligned(size, align)) return p;
+  errno_keeper keep;  // (a caller whose request fails sets ENOMEM)
   if (!release_caches()) return nullptr;
   return os_map_aligned(size, align);
 }
@@ -2626,6 +2636,7 @@ inline std::uint64_t large_new_area() noexcept {
 // make the reuse worth it. nullptr (and the mapping unmapped) if the move fails.
 inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need,
                                std::size_t* out, std::uint64_t* area) noexcept {
+  errno_keeper keep;  // nullptr is not final: the caller maps anew, or sets ENOMEM
   *out = size;
   if (size >= need && size / 2 <= need) return base;  // close enough: keep it whole
   if (size > need) {
@@ -3140,6 +3151,7 @@ inline void* calloc_impl(std::size_t n, std::size_t size) noexcept {
 
 // Grows or shrinks a large mapping in place, or moves its pages without copying (mremap).
 inline void* realloc_large(void* p, std::size_t size) noexcept {
+  errno_keeper keep;  // nullptr is not final: realloc then copies, or sets ENOMEM
   large_header* hdr = large_of(p);
   if (reinterpret_cast<std::uint8_t*>(hdr) != hdr->base || size <= kMaxSmall) return nullptr;
   std::uint8_t* base = hdr->base;
@@ -3432,11 +3444,27 @@ extern "C" std::new_handler livealloc_weak_get_new_handler() noexcept
     __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
 extern "C" [[noreturn]] void livealloc_weak_throw_bad_alloc()
     __asm__("_ZSt17__throw_bad_allocv") __attribute__((weak));
+// Weak references are bound when the process starts. A C program that loads libstdc++ later,
+// with a C++ plugin (python3's extension modules), leaves them null, although operator new is
+// then called with libstdc++ loaded: find its symbols now, on this path that runs only when
+// memory ran out. RTLD_NOLOAD finds the library also when it was loaded RTLD_LOCAL, and loads
+// nothing; the reference it takes is given back at once (the plugin holds its own).
+inline void* libstdcxx_symbol(const char* name) noexcept {
+  void* lib = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return nullptr;
+  void* sym = dlsym(lib, name);
+  dlclose(lib);
+  return sym;
+}
 inline std::new_handler current_new_handler() noexcept {
-  return livealloc_weak_get_new_handler ? livealloc_weak_get_new_handler() : nullptr;
+  if (livealloc_weak_get_new_handler) return livealloc_weak_get_new_handler();
+  auto get = reinterpret_cast<std::new_handler (*)()>(libstdcxx_symbol("_ZSt15get_new_handlerv"));
+  return get ? get() : nullptr;
 }
 [[noreturn]] inline void throw_bad_alloc() {
   if (livealloc_weak_throw_bad_alloc) livealloc_weak_throw_bad_alloc();
+  if (auto thrower = reinterpret_cast<void (*)()>(libstdcxx_symbol("_ZSt17__throw_bad_allocv")))
+    thrower();  // it throws: it never returns
   fatal("operator new failed and libstdc++ is not loaded to throw std::bad_alloc", nullptr);
 }
 #else
@@ -3790,6 +3818,29 @@ LIVEALLOC_EXPORT void free_aligned_sized(void* p, size_t, size_t size) noexcept 
   livealloc_abi::free_sized_impl(p, size);
 }
 LIVEALLOC_EXPORT int malloc_trim(size_t) noexcept { return livealloc_abi::trim_impl() ? 1 : 0; }
+// glibc exports its allocator under second names too, which some programs and libraries call
+// directly: __libc_* (the functions behind malloc, ...), and cfree, kept for binaries built
+// before glibc 2.26 removed it. Left to glibc, a block from one of them would be freed by ours or
+// the reverse, which crashes. glibc's headers declare none of them, and -Wmissing-declarations
+// wants a prior declaration.
+LIVEALLOC_EXPORT void* __libc_malloc(size_t size) noexcept;
+LIVEALLOC_EXPORT void __libc_free(void* p) noexcept;
+LIVEALLOC_EXPORT void* __libc_calloc(size_t n, size_t size) noexcept;
+LIVEALLOC_EXPORT void* __libc_realloc(void* p, size_t size) noexcept;
+LIVEALLOC_EXPORT void* __libc_memalign(size_t align, size_t size) noexcept;
+LIVEALLOC_EXPORT void* __libc_valloc(size_t size) noexcept;
+LIVEALLOC_EXPORT void* __libc_pvalloc(size_t size) noexcept;
+LIVEALLOC_EXPORT void cfree(void* p) noexcept;
+LIVEALLOC_EXPORT void* __libc_malloc(size_t size) noexcept { return malloc(size); }
+LIVEALLOC_EXPORT void __libc_free(void* p) noexcept { free(p); }
+LIVEALLOC_EXPORT void* __libc_calloc(size_t n, size_t size) noexcept { return calloc(n, size); }
+LIVEALLOC_EXPORT void* __libc_realloc(void* p, size_t size) noexcept { return realloc(p, size); }
+LIVEALLOC_EXPORT void* __libc_memalign(size_t align, size_t size) noexcept {
+  return memalign(align, size);
+}
+LIVEALLOC_EXPORT void* __libc_valloc(size_t size) noexcept { return valloc(size); }
+LIVEALLOC_EXPORT void* __libc_pvalloc(size_t size) noexcept { return pvalloc(size); }
+LIVEALLOC_EXPORT void cfree(void* p) noexcept { free(p); }
 // mallinfo2 from livealloc's own counters: arena = segment space mapped; uordblks = bytes in live
 // blocks; fordblks = segment space not in live blocks; hblks/hblkhd = large mappings in use;
 // keepcost = bytes kept in caches for reuse; ordblks = thread heaps in use.
@@ -3807,7 +3858,7 @@ LIVEALLOC_EXPORT struct mallinfo2 mallinfo2(void) noexcept {
 }
 // The same in int fields, for programs that still call the deprecated mallinfo (else they would
 // read glibc's empty arena). Past the int range a field saturates, where glibc's wraps.
-LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
+static struct mallinfo livealloc_mallinfo_narrow() noexcept {
   const struct mallinfo2 w = mallinfo2();
   constexpr std::size_t kIntMax = 2147483647;
   auto narrow = [](std::size_t v) { return static_cast<int>(v > kIntMax ? kIntMax : v); };
@@ -3820,6 +3871,11 @@ LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept {
   m.fordblks = narrow(w.fordblks);
   m.keepcost = narrow(w.keepcost);
   return m;
+}
+LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept { return livealloc_mallinfo_narrow(); }
+LIVEALLOC_EXPORT struct mallinfo __libc_mallinfo(void) noexcept;
+LIVEALLOC_EXPORT struct mallinfo __libc_mallinfo(void) noexcept {
+  return livealloc_mallinfo_narrow();
 }
 
 // (In the preload library, and in a program that defines LIVEALLOC_OVERRIDE: its fork children

@@ -205,6 +205,30 @@ TEST_CASE("large reallocate grows in place or moves pages, keeping every byte") 
   la::deallocate(keep_mapping_busy);
 }
 
+// A large request tries mremap in place first, and a failed try that ends in a success elsewhere
+// must not leave its ENOMEM: programs test errno after loops of calls (getline, readdir).
+TEST_CASE("large allocations and reallocations that succeed leave errno alone") {
+  la::deallocate(la::allocate(300 << 10));  // a cached mapping, too small to grow in place
+  errno = 777;
+  void* p = la::allocate(5 << 20);
+  REQUIRE(p != nullptr);
+  CHECK(errno == 777);
+  for (int i = 0; i < 8; ++i) {
+    void* neighbour = la::allocate(1 << 20);  // likely right after p: the growth has to move
+    errno = 777;
+    void* q = la::reallocate(p, (std::size_t(9) << 20) * static_cast<std::size_t>(i + 1));
+    REQUIRE(q != nullptr);
+    CHECK(errno == 777);
+    p = q;
+    la::deallocate(neighbour);
+  }
+  errno = 777;
+  p = la::reallocate(p, 1 << 20);
+  CHECK(errno == 777);
+  la::deallocate(p);
+  CHECK(errno == 777);
+}
+
 TEST_CASE("sized deallocate and many live blocks keep the heap valid") {
   std::mt19937 rng(42);
   std::vector<std::pair<void*, std::size_t>> live;
