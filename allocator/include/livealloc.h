@@ -1168,7 +1168,7 @@ struct errno_keeper {
 
 inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
   if (void* p = os_map_aligned(size, align)) return p;
-  errno_keeper keep;  // (a caller whose request fails sets ENOMEM)
+  errno_keeper errno_kept;  // (a caller whose request fails sets ENOMEM)
   if (!release_caches()) return nullptr;
   return os_map_aligned(size, align);
 }
@@ -2636,7 +2636,7 @@ inline std::uint64_t large_new_area() noexcept {
 // make the reuse worth it. nullptr (and the mapping unmapped) if the move fails.
 inline std::uint8_t* large_fit(std::uint8_t* base, std::size_t size, std::size_t need,
                                std::size_t* out, std::uint64_t* area) noexcept {
-  errno_keeper keep;  // nullptr is not final: the caller maps anew, or sets ENOMEM
+  errno_keeper errno_kept;  // nullptr is not final: the caller maps anew, or sets ENOMEM
   *out = size;
   if (size >= need && size / 2 <= need) return base;  // close enough: keep it whole
   if (size > need) {
@@ -3151,7 +3151,7 @@ inline void* calloc_impl(std::size_t n, std::size_t size) noexcept {
 
 // Grows or shrinks a large mapping in place, or moves its pages without copying (mremap).
 inline void* realloc_large(void* p, std::size_t size) noexcept {
-  errno_keeper keep;  // nullptr is not final: realloc then copies, or sets ENOMEM
+  errno_keeper errno_kept;  // nullptr is not final: realloc then copies, or sets ENOMEM
   large_header* hdr = large_of(p);
   if (reinterpret_cast<std::uint8_t*>(hdr) != hdr->base || size <= kMaxSmall) return nullptr;
   std::uint8_t* base = hdr->base;
