@@ -1155,8 +1155,6 @@ inline void segment_push_back(segment* s) noexcept {
 
 inline bool release_caches() noexcept;
 
-// os_map_aligned, and when the OS refuses (RLIMIT_AS, a strict overcommit limit), once more after
-// unmapping what the caches hold: a request fails only when there is nothing left to give back.
 // errno as it was when this goes out of scope. For the large paths' attempts that may fail on
 // the way to a success (an mremap in place, a first mmap before the caches are released): a
 // malloc that succeeds leaves errno alone, as glibc's does, and programs test errno after loops
@@ -1166,9 +1164,11 @@ struct errno_keeper {
   ~errno_keeper() { errno = saved; }
 };
 
+// os_map_aligned, and when the OS refuses (RLIMIT_AS, a strict overcommit limit), once more after
+// unmapping what the caches hold: a request fails only when there is nothing left to give back.
 inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
-  if (void* p = os_map_aligned(size, align)) return p;
   errno_keeper errno_kept;  // (a caller whose request fails sets ENOMEM)
+  if (void* p = os_map_aligned(size, align)) return p;
   if (!release_caches()) return nullptr;
   return os_map_aligned(size, align);
 }

@@ -317,9 +317,12 @@ namespace {
   rlimit rl{};
   rl.rlim_cur = rl.rlim_max = pages * 4096ul + (2ul << 20);
   if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(12);
-  // 1. A new 24 MiB block has no room but what the cached mappings hold.
+  // 1. A new 24 MiB block has no room but what the cached mappings hold. The mmap refused on the
+  //    way leaves errno as it was: the malloc succeeded.
+  errno = 777;
   void* p = malloc(opaque(24u << 20));
   if (!p) _exit(1);
+  if (errno != 777) _exit(6);
   std::memset(p, 1, 4096);
   free(p);  // cached again
   // 2. Small blocks until nothing is left: the cached block gives its room to new segments, then
