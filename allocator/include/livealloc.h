@@ -954,6 +954,11 @@ struct table_state {
   void* fork_copy = nullptr;  // the same copy in anonymous memory, when the file could not be made
   std::uint32_t slots = 0;
   std::atomic<std::uint32_t> next_slot{0};
+  // The process the segment belongs to. Kept here, not only in the segment's header: a child
+  // made without the atfork handlers maps no segment at all (see table_map_shared), and its
+  // _exit must still tell that the name is not its own.
+  pid_t pid = 0;
+  bool lost = false;         // a fork child that got no copy: nothing is mapped at base
   bool linked = false;       // has its /dev/shm name
   bool want_linked = false;  // profiling was enabled (a fork child links its own)
   bool atexit_registered = false;
@@ -1978,7 +1983,7 @@ inline void table_format(std::uint8_t* base) noexcept {
   hdr->version = telemetry::kVersion;
   hdr->header_size = sizeof(telemetry::segment_header);
   hdr->segment_size = g_table.size;
-  hdr->pid = getpid();
+  hdr->pid = g_table.pid = getpid();
   hdr->class_count = telemetry::kClassCount;
   hdr->counter_count = telemetry::kCounterCount;
   hdr->slot_count = g_table.slots;
@@ -2053,6 +2058,23 @@ inline void table_keep_fd(int fd) noexcept {
   g_table.ino = known ? st.st_ino : 0;
 }
 
+// A shared view of a segment file, at `at` (which must be free) or where the kernel puts it;
+// nullptr on failure. Every shared view is MADV_DONTFORK: a child made without the atfork
+// handlers (syscall(SYS_fork), glibc's _Fork, clone without CLONE_VM) inherits the rest of the
+// address space but not this range, so its allocator faults at its first touch of a heap instead
+// of writing the parent's heaps, which live here. fork() runs fork_child, which maps the child's
+// own copy into the hole. (A raw fork's child cannot be told apart sooner: malloc's fast path
+// writes the heap before any check could run, and the fast path is not to pay for one.) A view
+// the kernel will not mark is not used.
+inline void* table_map_shared(int fd, void* at) noexcept {
+  const int flags = MAP_SHARED | (at ? MAP_FIXED : 0);
+  void* p = mmap(at, g_table.size, PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (madvise(p, g_table.size, MADV_DONTFORK) == 0) return p;
+  munmap(p, g_table.size);
+  return nullptr;
+}
+
 // At process start, before any heap exists. The segment is a file in /dev/shm that gets its name
 // when profiling is enabled. The preloaded library cannot be enabled later (nothing calls
 // telemetry::enable() in it), so without LIVEALLOC_PROFILE=1 it takes anonymous memory: no file,
@@ -2069,12 +2091,11 @@ inline void table_create() noexcept {
   table_keep_fd(want_file ? table_file(g_table.size) : -1);
   void* base = nullptr;
   if (g_table.fd >= 0) {
-    add(g_fallback_header.mmap_calls, 1);
-    base = mmap(nullptr, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED, g_table.fd, 0);
-    if (base == MAP_FAILED) {
+    add(g_fallback_header.mmap_calls, 1);  // (not madvise_calls: those advise heap memory)
+    base = table_map_shared(g_table.fd, nullptr);
+    if (!base) {
       close(g_table.fd);
       table_keep_fd(-1);
-      base = nullptr;
     }
   }
   g_table.file = base != nullptr;
@@ -2084,8 +2105,10 @@ inline void table_create() noexcept {
   table_format(g_table.base);
 }
 
+// Only the process that named the segment removes the name: a vfork child shares our memory
+// and a raw fork's child a copy of it, and both have another pid.
 inline void table_unlink_at_exit() noexcept {
-  if (g_table.linked && g_proc->pid == getpid()) unlink(g_table.path);
+  if (g_table.linked && g_table.pid == getpid()) unlink(g_table.path);
 }
 
 inline bool process_init() noexcept;
@@ -2144,18 +2167,24 @@ inline int table_disable() noexcept {
   return unlink(g_table.path) == 0 ? 0 : errno;
 }
 
-// A fork child must not write into its parent's segment: it gets a file of its own, mapped at the
-// same address so every heap pointer stays valid. The parent writes that copy just before the
-// fork (fork_prepare), while its locks are held: the forking thread's heap lives in the segment,
-// and once fork returns the parent changes it on every malloc and free, so a copy the child made
-// for itself could mix the parent's later lists with the child's memory. (An atfork handler
-// registered before livealloc's, which is rare since livealloc registers at its first malloc,
-// runs after this copy; if it allocates, the child's copy of the forking thread's heap is stale.)
+// A fork child must not write into its parent's segment (it does not even inherit the parent's
+// view: see table_map_shared): it gets a file of its own, mapped at the same address so every
+// heap pointer stays valid. The parent writes that copy just before the fork (fork_prepare),
+// while its locks are held: the forking thread's heap lives in the segment, and once fork
+// returns the parent changes it on every malloc and free, so a copy the child made for itself
+// could mix the parent's later lists with the child's memory. (Atfork handlers registered before
+// livealloc's, which is rare since livealloc registers at its first malloc, run their prepare
+// part after this copy and their child part before the copy is mapped: if the first allocates,
+// the child's copy of the forking thread's heap is stale; if the second does, the child dies.)
 // What is copied: the header and everything up to the last slot taken so far, the overflow slot
 // (the last one), and the rows of the free matrix that those slots can have written; the rest of
 // the file reads as zeros, as it would in a new segment. When that file cannot be made (no file
 // descriptor left, /dev/shm full), the copy goes to anonymous memory, which the child moves over
-// the segment: it then has no file (no profiling), but its heaps are those it forked with.
+// the segment: it then has no file (no profiling), but its heaps are those it forked with. When
+// not even that was possible, the child has no heaps: nothing is mapped at the segment's address
+// (the parent's file is never mapped instead, since what the parent writes after the fork would
+// show through), and it says so on stderr. Like a raw fork's child it can exec or _exit, and
+// dies by SIGSEGV if it allocates.
 inline void table_fork_prepare() noexcept {
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
@@ -2200,40 +2229,42 @@ inline void table_fork_parent() noexcept {
   if (g_table.fork_copy) os_unmap(g_table.fork_copy, g_table.size);
   g_table.fork_copy = nullptr;
 }
-inline void table_fork_child() noexcept {
-  if (!g_table.base || !g_table.file) return;
+// False when the child got no copy (nothing mapped at base: the heaps are gone).
+inline bool table_fork_child() noexcept {
+  if (g_table.lost) return false;
+  if (!g_table.base || !g_table.file) return true;
   int fd = g_table.fork_fd;
   void* anon = g_table.fork_copy;
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
-  void* r = MAP_FAILED;
-  if (fd >= 0)
-    r = mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (r == MAP_FAILED) {
-    if (fd >= 0) close(fd);
+  bool mapped = fd >= 0 && table_map_shared(fd, g_table.base);
+  if (!mapped && fd >= 0) {
+    close(fd);
     fd = -1;
-    if (!anon || mremap(anon, g_table.size, g_table.size, MREMAP_MAYMOVE | MREMAP_FIXED,
-                        g_table.base) == MAP_FAILED) {
-      // No copy at all (the OS refused even anonymous memory): a private view of the parent's
-      // file at least keeps the child's writes out of it, though what the parent changed since
-      // the fork shows through until the child writes the page.
-      const int parent = table_fd_ours() ? g_table.fd
-                         : g_table.linked ? open(g_table.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-                                          : -1;
-      if (parent >= 0)
-        mmap(g_table.base, g_table.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, parent,
-             0);
-      if (parent >= 0 && parent != g_table.fd) close(parent);
-    }
   }
+  if (!mapped && anon)
+    mapped = mremap(anon, g_table.size, g_table.size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                    g_table.base) != MAP_FAILED;
+  if (!mapped && anon) munmap(anon, g_table.size);  // (not os_unmap: it counts in the segment)
   if (table_fd_ours()) close(g_table.fd);
   table_keep_fd(fd);
   g_table.file = fd >= 0;
   g_table.linked = false;
   g_table.lock.word.store(0, std::memory_order_relaxed);
-  g_proc->pid = getpid();
+  g_table.pid = getpid();
+  if (!mapped) {
+    g_table.lost = true;
+    message m;
+    m << "livealloc: fork child " << static_cast<long long>(g_table.pid)
+      << ": no memory for its copy of the allocator's heaps; it can exec or _exit, and dies if "
+         "it allocates";
+    m.print();
+    return false;
+  }
+  g_proc->pid = g_table.pid;
   g_proc->start_ns = realtime_ns();
   if (g_table.want_linked && fd >= 0) table_enable();
+  return true;
 }
 
 inline void fork_prepare() noexcept {
@@ -2260,7 +2291,7 @@ inline void fork_parent() noexcept {
 // (blocks freed into them in the child stay there).
 inline void fork_child() noexcept {
   fork_unlock();
-  table_fork_child();
+  if (!table_fork_child()) return;  // the heaps are not mapped: nothing to mark
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
     if (h == tls_heap) {
