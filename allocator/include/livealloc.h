@@ -34,6 +34,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -960,6 +961,8 @@ struct table_state {
   pid_t pid = 0;
   bool lost = false;         // a fork child that got no copy: nothing is mapped at base
   bool linked = false;       // has its /dev/shm name
+  dev_t name_dev = 0;        // the file that name was given to: it is removed only while it
+  ino_t name_ino = 0;        // still holds that file (see table_unlink_name)
   bool want_linked = false;  // profiling was enabled (a fork child links its own)
   bool atexit_registered = false;
   char path[64] = {};
@@ -2105,15 +2108,52 @@ inline void table_create() noexcept {
   table_format(g_table.base);
 }
 
+// Removes our name, if it still holds our file: two processes with the same pid in two pid
+// namespaces that share /dev/shm (containers, `unshare --pid`) want the same name, and a writer
+// that does not respect the other's lock (an older livealloc) may have taken it over. 0, or an
+// errno value. Between the lstat and the unlink another process could still replace the name;
+// one that follows table_enable's rule does not while we run (our lock is held until we end).
+inline int table_unlink_name() noexcept {
+  struct stat st;
+  if (lstat(g_table.path, &st) != 0) return errno;
+  if (st.st_dev != g_table.name_dev || st.st_ino != g_table.name_ino) return 0;  // not ours
+  return unlink(g_table.path) == 0 ? 0 : errno;
+}
+
 // Only the process that named the segment removes the name: a vfork child shares our memory
 // and a raw fork's child a copy of it, and both have another pid.
 inline void table_unlink_at_exit() noexcept {
-  if (g_table.linked && g_table.pid == getpid()) unlink(g_table.path);
+  if (g_table.linked && g_table.pid == getpid()) table_unlink_name();
+}
+
+// Whether a running process holds the segment file named `path`. Each process holds a lock
+// (flock, exclusive) on its own from before it is named until it ends or execs: the lock belongs
+// to the open file, which the segment's mapping keeps open after the descriptor is closed, so
+// the holder needs no descriptor. Nobody holds a file left by a dead process, or by this
+// process's image before an exec. An exec releases the lock when the old image's memory is
+// freed, which someone reading that memory at the moment (/proc/PID/maps: memlive run polls it)
+// delays a little: a held lock is tried again for about 100 ms before the name counts as another
+// process's. Only a real collision pays that wait, once, at start.
+inline bool table_name_held(const char* path) noexcept {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;  // gone, or not ours to open: linkat and unlink decide
+  bool held = true;
+  for (int i = 0; held && i < 100; ++i) {
+    if (i) {
+      const timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+    held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  }
+  close(fd);  // (and with it the shared lock a successful try took)
+  return held;
 }
 
 inline bool process_init() noexcept;
 
-// Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value.
+// Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value: EBUSY when a running
+// process holds a file under that name, which can only be one with our pid in another pid
+// namespace (see table_name_held); the name stays its own, and this process goes unpublished.
 inline int table_enable() noexcept {
   if (!process_init()) return ENOMEM;
   if (!g_table.file) return g_table.base ? ENOTSUP : ENOMEM;
@@ -2133,16 +2173,23 @@ inline int table_enable() noexcept {
     int r = -1;
     errno = EBADF;  // the program closed our descriptor: the file can have no name any more
     if (table_fd_ours()) {
+      (void)flock(g_table.fd, LOCK_EX | LOCK_NB);  // our mark of life (without it: as before)
       r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
-      if (r != 0 && errno == EEXIST) {  // left by a dead process that had our pid
-        unlink(g_table.path);
-        r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+      if (r != 0 && errno == EEXIST) {
+        if (table_name_held(g_table.path)) {
+          errno = EBUSY;
+        } else {  // left by a dead process, or by our image before an exec
+          unlink(g_table.path);
+          r = linkat(AT_FDCWD, self.buf, AT_FDCWD, g_table.path, AT_SYMLINK_FOLLOW);
+        }
       }
     }
     if (r != 0) {
       result = errno;
     } else {
       g_table.linked = true;
+      g_table.name_dev = g_table.dev;
+      g_table.name_ino = g_table.ino;
       register_atexit = !g_table.atexit_registered;
       g_table.atexit_registered = true;
 #ifdef LIVEALLOC_PRELOAD
@@ -2164,7 +2211,7 @@ inline int table_disable() noexcept {
   g_table.want_linked = false;
   if (!g_table.linked) return 0;
   g_table.linked = false;
-  return unlink(g_table.path) == 0 ? 0 : errno;
+  return table_unlink_name();
 }
 
 // A fork child must not write into its parent's segment (it does not even inherit the parent's
@@ -2339,6 +2386,10 @@ inline bool process_init() noexcept {
             st.st_uid != geteuid())  // another user's file under our name: /dev/shm is sticky
           m << " (" << g_table.path << " belongs to uid " << static_cast<long long>(st.st_uid)
             << ", who must remove it)";
+        if (err == EBUSY)
+          m << " (" << g_table.path << " is the segment of another running process with pid "
+            << static_cast<long long>(getpid())
+            << ", in another pid namespace that shares /dev/shm: this process is not profiled)";
         m.print();
       }
     }
@@ -3610,7 +3661,8 @@ inline stats get_stats() noexcept { return detail::stats_impl(); }
 namespace telemetry {
 // Publishes this process's counters as /dev/shm/livealloc.<pid> (mode 0600, removed at normal
 // exit) for memlive and other readers; LIVEALLOC_PROFILE=1 does it at start. 0 on success, else
-// an errno value (ENOTSUP: /dev/shm was not usable when the process started).
+// an errno value (ENOTSUP: /dev/shm was not usable when the process started; EBUSY: a running
+// process with the same pid in another pid namespace that shares /dev/shm has the name).
 inline int enable() noexcept { return detail::table_enable(); }
 // Removes the name; readers that have the segment open keep reading it. For good: a later
 // enable() fails with ENOENT, since Linux gives a file made unnamed (O_TMPFILE) a name only once,

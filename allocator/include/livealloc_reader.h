@@ -25,6 +25,7 @@
 #include <livealloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -220,8 +221,10 @@ std::vector<segment_entry> list_segments(const std::string& dir = "/dev/shm",
                                          std::string* error = nullptr);
 // Unlinks the livealloc.<pid> files of `dir` whose process is gone (also malformed ones: a
 // process that crashed while creating its segment leaves a short file). Never touches a file
-// whose pid, from the name or from the header, is alive (segment_owner_alive), a symbolic link or
-// a non-regular file. Returns how many files were removed.
+// whose owner holds its lock (a running process, also one in another pid namespace, whose pid
+// here is another or none), whose pid, from the name or from the header, is alive
+// (segment_owner_alive), a symbolic link or a non-regular file. Returns how many files were
+// removed.
 int remove_stale(const std::string& dir = "/dev/shm");
 // The same for the one file livealloc.<pid> of `dir`: whether it was there, stale, and removed
 // (memlive run, once the program it started has ended, killed by a signal for instance).
@@ -1058,11 +1061,15 @@ inline int maps_file(int pid, dev_t dev, ino_t ino) {
 // pid is not alive either (for a file too short for a header, or naming another pid). A process
 // that is alive but no longer maps its file exec'd into a program without livealloc (its
 // environment dropped LD_PRELOAD, a static binary): nothing will write the file again, so it is
-// stale too. *st is the file's, for the caller to check that the name still holds it.
+// stale too. A file whose lock is held (flock, exclusive: the allocator holds it on its segment
+// until it ends or execs) is never stale, whatever the pids say: its process may run in another
+// pid namespace that shares /dev/shm, where the pid in its name means another process or none.
+// *st is the file's, for the caller to check that the name still holds it.
 inline bool sweepable(const std::string& path, int pid, struct stat* st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
-  bool ok = fstat(fd, st) == 0 && S_ISREG(st->st_mode);
+  bool ok = fstat(fd, st) == 0 && S_ISREG(st->st_mode) &&
+            !(flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK);
   std::int32_t header_pid = 0;
   std::uint64_t start_ns = 0;
   const bool header =

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <livealloc_reader.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -843,6 +844,28 @@ TEST_CASE("remove_stale keeps a file whose header names a live process") {
   CHECK(rd::remove_stale(dir.path) == 0);
   struct stat st;
   CHECK(lstat(dir.file(dead).c_str(), &st) == 0);
+}
+
+// A process in another pid namespace that shares /dev/shm: here its pid is dead (or another
+// process's), but it holds its segment's lock, as the allocator does until it ends or execs.
+TEST_CASE("remove_stale keeps a file whose lock is held, whatever its pids say") {
+  temp_dir dir;
+  const int dead = dead_pid();
+  fake_segment(dead).write(dir.file(dead));
+  const int holder = open(dir.file(dead).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(holder >= 0);
+  REQUIRE(flock(holder, LOCK_EX | LOCK_NB) == 0);
+  std::vector<rd::segment_entry> list = rd::list_segments(dir.path);
+  REQUIRE(list.size() == 1);
+  CHECK_FALSE(list[0].stale);
+  CHECK(rd::remove_stale(dir.path) == 0);
+  CHECK_FALSE(rd::remove_stale_segment(dead, dir.path));
+  struct stat st;
+  CHECK(lstat(dir.file(dead).c_str(), &st) == 0);
+  close(holder);  // the holder is gone: stale again
+  CHECK(rd::list_segments(dir.path).at(0).stale);
+  CHECK(rd::remove_stale(dir.path) == 1);
+  CHECK(lstat(dir.file(dead).c_str(), &st) != 0);
 }
 
 TEST_CASE("set_option validates, then publishes requested and a new generation") {
