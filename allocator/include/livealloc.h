@@ -1044,6 +1044,9 @@ struct global_state {
   std::atomic<std::uint64_t> large_cache_deadline{0};  // earliest expiry; 0 when empty
   std::atomic<std::uint64_t> caches_generation{0};     // options generation caches_apply_options saw
   std::atomic<std::size_t> large_count{0};
+  // Usable bytes of every large block handed out, ever (get_stats' allocated_bytes for class 0,
+  // whose blocks have no one size: the counters in the segment keep only their number).
+  std::atomic<std::size_t> large_allocated_bytes{0};
   std::atomic<std::uint64_t> large_areas{0};  // the last large_cache_entry::area handed out
   page_heap pages;
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
@@ -2956,6 +2959,7 @@ inline void large_count_alloc(large_header* hdr, std::size_t size) noexcept {
   if (!h) return;
   bump(h->stats[0].v[c_allocs]);
   bump(h->stats[0].v[c_requested_bytes], size);
+  add(g.large_allocated_bytes, hdr->usable);
   note_peak(h, 0);
 }
 inline void large_count_free(large_header* hdr) noexcept {
@@ -3386,21 +3390,34 @@ inline bool release_caches() noexcept {
   return released;
 }
 
+// The totals ever (requested_bytes, allocated_bytes) are the heaps' counts plus the exited totals,
+// where slot_fold moves a heap's counts when a new thread adopts it: without those they would
+// drop at every adoption. Adopted blocks were handed out once, by the exited thread: they count
+// as live, not as allocated again. Class 0 (large blocks) counts its requests with the rest and
+// its usable bytes from large_allocated_bytes; its live bytes are large_bytes. The heaps are read
+// before the exited totals, and slot_fold adds to the totals before it clears the slot: a call
+// racing an adoption may count a slot twice for that moment, never miss it.
 inline stats stats_impl() noexcept {
+  constexpr auto rlx = std::memory_order_relaxed;
   stats s{};
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
+    s.requested_bytes += h->stats[0].v[c_requested_bytes].load(rlx);
     for (unsigned c = 1; c < kClasses; ++c) {
       const class_counters& k = h->stats[c];
-      std::uint64_t f = k.v[c_frees].load(std::memory_order_relaxed) +
-                        k.v[c_foreign_allocs].load(std::memory_order_relaxed);
-      std::uint64_t a = k.v[c_allocs].load(std::memory_order_relaxed) +
-                        k.v[c_adopted].load(std::memory_order_relaxed);
-      s.allocated_bytes += a * class_size(c);
-      s.requested_bytes += k.v[c_requested_bytes].load(std::memory_order_relaxed);
+      std::uint64_t f = k.v[c_frees].load(rlx) + k.v[c_foreign_allocs].load(rlx);
+      std::uint64_t allocs = k.v[c_allocs].load(rlx);
+      std::uint64_t a = allocs + k.v[c_adopted].load(rlx);
+      s.allocated_bytes += allocs * class_size(c);
+      s.requested_bytes += k.v[c_requested_bytes].load(rlx);
       // Counters of one heap are read while its owner runs: clamp the transient.
       if (a > f) s.live_bytes += (a - f) * class_size(c);
     }
   }
+  for (unsigned c = 0; c < kClasses; ++c) {
+    s.requested_bytes += g_exited[c].v[c_requested_bytes].load(rlx);
+    if (c) s.allocated_bytes += g_exited[c].v[c_allocs].load(rlx) * class_size(c);
+  }
+  s.allocated_bytes += g.large_allocated_bytes.load(rlx);
   s.segment_bytes = g_proc->segment_bytes.load(std::memory_order_relaxed);
   s.large_bytes = g_proc->large_bytes.load(std::memory_order_relaxed);
   s.large_count = g.large_count.load(std::memory_order_relaxed);

@@ -424,6 +424,44 @@ TEST_CASE("slots of exited threads are reused with nothing lost from the totals"
   CHECK(s2.live(cls) == s0.live(cls));
 }
 
+TEST_CASE("get_stats: the totals ever never drop when a new thread adopts an exited one's heap") {
+  // With the segment, a new thread that adopts an exited thread's heap moves the slot's
+  // cumulative counts to the exited totals: get_stats must read them there too. Large blocks
+  // (class 0) count in both totals: their block bytes are the usable bytes of the mapping.
+  auto seg = own_segment();
+  la::deallocate(la::allocate(8));  // this thread has its own heap before the others come
+  constexpr std::size_t kSmall = 3000, kCount = 500, kKept = 300, kLarge = 8u << 20;
+  const std::size_t block = la::detail::class_size(la::detail::class_of(kSmall));
+  std::vector<void*> left;
+  std::size_t large_usable = 0;
+  const la::stats s0 = la::get_stats();
+  on_named_thread("first", [&] {
+    void* big = la::allocate(kLarge);
+    large_usable = la::usable_size(big);
+    la::deallocate(big);
+    for (std::size_t i = 0; i < kCount; ++i) left.push_back(la::allocate(kSmall));
+    for (std::size_t i = kKept; i < kCount; ++i) la::deallocate(left[i]);
+    left.resize(kKept);
+  });
+  const la::stats s1 = la::get_stats();
+  CHECK(large_usable >= kLarge);
+  CHECK(s1.requested_bytes - s0.requested_bytes >= kLarge + kCount * kSmall);
+  CHECK(s1.allocated_bytes - s0.allocated_bytes >= large_usable + kCount * block);
+  la::stats s2{};
+  on_named_thread("second", [&] {
+    la::deallocate(la::allocate(kSmall));  // adopts the first thread's heap and slot
+    s2 = la::get_stats();
+  });
+  CHECK(s2.heaps == s1.heaps);  // adopted, not a new heap: the fold ran
+  CHECK(s2.requested_bytes >= s1.requested_bytes + kSmall);
+  CHECK(s2.allocated_bytes >= s1.allocated_bytes + block);
+  CHECK(s2.live_bytes >= s0.live_bytes + kKept * block);
+  for (void* p : left) la::deallocate(p);
+  const la::stats s3 = la::get_stats();
+  CHECK(s3.requested_bytes >= s2.requested_bytes);
+  CHECK(s3.allocated_bytes >= s2.allocated_bytes);
+}
+
 TEST_CASE("a slot changing hands is never shown half-cleared under the previous thread's name") {
   // A new thread that takes an exited thread's slot moves its counts to the exited totals, then
   // writes its own tid and name. A snapshot must show the slot as the old thread, complete, or
