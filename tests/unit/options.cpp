@@ -116,6 +116,43 @@ TEST_CASE("invalid values warn once, name the variable and the value used, and c
   }
 }
 
+TEST_CASE("every option: its min and max are taken, min-1 and max+1 refused (environment, set_option)") {
+  for (const option_info& o : kOptionTable) {
+    const std::string env = "LIVEALLOC_" + upper(o.name) + "=";
+    const long long before = value_of(o.name);
+    for (long long v : {o.lo, o.hi}) {
+      INFO(env, v);
+      const std::string entry = env + std::to_string(v);
+      CHECK(capture_stderr([&] { apply_env_entry(entry.c_str()); }).empty());
+      CHECK(value_of(o.name) == v);
+      const livealloc::option_status st = livealloc::set_option(o.name, v);
+      CHECK(st == (o.live ? livealloc::option_status::ok : livealloc::option_status::not_live));
+      apply_env_entry((env + std::to_string(before)).c_str());
+      REQUIRE(value_of(o.name) == before);
+    }
+    for (long long v : {o.lo - 1, o.hi + 1}) {
+      INFO(env, v);
+      const std::string entry = env + std::to_string(v);
+      const std::string err = capture_stderr([&] { apply_env_entry(entry.c_str()); });
+      CHECK(err.find(entry.substr(0, entry.find('=')) + "='" + std::to_string(v) +
+                     "' is out of range [" + std::to_string(o.lo) + ", " +
+                     std::to_string(o.hi) + "]") != std::string::npos);
+      CHECK(value_of(o.name) == before);
+      const livealloc::option_status st = livealloc::set_option(o.name, v);
+      CHECK(st == (o.live ? livealloc::option_status::out_of_range
+                          : livealloc::option_status::not_live));
+      CHECK(value_of(o.name) == before);
+    }
+    if (o.live) {  // set_option's own edges, from a value inside the range
+      CHECK(livealloc::set_option(o.name, o.lo) == livealloc::option_status::ok);
+      CHECK(value_of(o.name) == o.lo);
+      CHECK(livealloc::set_option(o.name, o.hi) == livealloc::option_status::ok);
+      CHECK(value_of(o.name) == o.hi);
+      CHECK(livealloc::set_option(o.name, before) == livealloc::option_status::ok);
+    }
+  }
+}
+
 TEST_CASE("an unknown LIVEALLOC_ variable is reported, a known one of another part is not") {
   std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_PAGE_RECYCEL=3"); });
   CHECK(err.find("unknown variable LIVEALLOC_PAGE_RECYCEL") != std::string::npos);

@@ -368,6 +368,45 @@ TEST_CASE("large blocks count in class 0, also when another thread frees them") 
   CHECK(freed_by_others >= 1);
 }
 
+TEST_CASE("large reallocs count a free and an allocation in class 0: grown, kept in place, cut") {
+  auto seg = own_segment();
+  const unsigned small = la::detail::class_of(1000);
+  int tid = 0;
+  rd::snapshot mid, end;
+  on_named_thread("large-realloc", [&] {
+    tid = my_tid();
+    void* p = la::allocate(1 << 20);
+    p = la::reallocate(p, 3 << 20);            // grows: in place, into a cached mapping or moved
+    REQUIRE(p);
+    p = la::reallocate(p, (3 << 20) - 4096);  // above half the request: the mapping stays whole
+    mid = snap(*seg);
+    p = la::reallocate(p, 512 << 10);          // below half: the tail goes back to the OS
+    p = la::reallocate(p, 1000);               // to a small block
+    p = la::reallocate(p, 2 << 20);            // and back to a large one
+    REQUIRE(p);
+    la::deallocate(p);
+    end = snap(*seg);
+  });
+  const rd::thread_view* m = by_tid(mid, tid);
+  REQUIRE(m);
+  CHECK(m->counters[0][c_allocs] == 3);
+  CHECK(m->counters[0][c_frees] == 2);
+  CHECK(m->counters[0][c_requested_bytes] == (1u << 20) + (3u << 20) + (3u << 20) - 4096);
+  CHECK(m->live(0) == 1);
+  const rd::thread_view* t = by_tid(end, tid);
+  REQUIRE(t);
+  CHECK(t->counters[0][c_allocs] == 5);
+  CHECK(t->counters[0][c_frees] == 5);
+  CHECK(t->counters[0][c_requested_bytes] ==
+        (1u << 20) + (3u << 20) + (3u << 20) - 4096 + (512u << 10) + (2u << 20));
+  CHECK(t->counters[0][c_remote_sent] == 0);
+  CHECK(t->counters[0][c_large_freed_by_others] == 0);
+  CHECK(t->live(0) == 0);
+  CHECK(t->counters[small][c_allocs] == 1);
+  CHECK(t->counters[small][c_frees] == 1);
+  CHECK(t->counters[small][c_requested_bytes] == 1000);
+}
+
 TEST_CASE("slots of exited threads are reused with nothing lost from the totals") {
   auto seg = own_segment();
   const unsigned cls = la::detail::class_of(3000);
