@@ -7,6 +7,7 @@
 #include <memlive.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -54,15 +55,15 @@ rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
   for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_units.push_back(c ? c / 8 + 1 : 0);
   s.segment_bytes = pick(1);
   s.large_bytes = 123;
-  s.cached_bytes = 0;
+  s.cached_bytes = 9;
   s.committed_bytes = pick(0);
   s.mmap_calls = 5;
   s.munmap_calls = 6;
   s.madvise_calls = 7;
   s.purges = 8;
   s.slots_used = threads;
-  s.overflow_threads = 0;
-  s.generation = 3;
+  s.overflow_threads = 10;
+  s.generation = 4;  // one change not validated yet
   s.validated_generation = 3;
   s.rejected = 1;
   rd::option_view o;
@@ -105,7 +106,9 @@ rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
     v.applied_generation = 3;
     v.slow_paths = pick(k++);
     v.flushes = t;
-    v.mmap_calls = v.munmap_calls = v.madvise_calls = t * 2u;
+    v.mmap_calls = t * 3u + 11;  // every per-thread number differs from the others
+    v.munmap_calls = t * 3u + 12;
+    v.madvise_calls = t * 3u + 13;
     for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
       if (!full && cls % 10 != t % 10) continue;
       for (unsigned c = 0; c < tl::kCounterCount; ++c) v.counters[cls][c] = pick(k++) | (c == 0);
@@ -160,6 +163,7 @@ TEST_CASE("JSON parses and gives back every number") {
   rd::snapshot s = make_snapshot(6, false);
   s.threads[1].name = "a\"b\\c\nd\te\x01";
   s.threads[2].name = "cut \xC3";  // a multi-byte character cut by the 15-byte limit
+  s.threads[3].name = "memlive-http";  // memlive's own thread (another process: by its name)
   const std::string text = memlive::to_json(s);
   json j;
   REQUIRE_NOTHROW(j = json::parse(text));
@@ -186,13 +190,22 @@ TEST_CASE("JSON parses and gives back every number") {
   CHECK(p["live_blocks"].get<std::uint64_t>() == s.live_blocks());
   CHECK(p["live_bytes"].get<std::uint64_t>() == s.live_bytes());
   CHECK(p["resident_bytes"].get<std::uint64_t>() == s.resident_bytes);
+  CHECK(p["cached_bytes"] == s.cached_bytes);
+  CHECK(p["mmap_calls"] == s.mmap_calls);
+  CHECK(p["munmap_calls"] == s.munmap_calls);
+  CHECK(p["madvise_calls"] == s.madvise_calls);
+  CHECK(p["slots_used"] == s.slots_used);
+  CHECK(p["overflow_threads"] == s.overflow_threads);
+  CHECK(p.size() == 13);  // a field added here gets a check above
   REQUIRE(j["free_matrix"].size() == 2);
   CHECK(j["free_matrix"][0] == json::array({0, 1, 17}));
   CHECK(j["free_matrix"][1][0] == 1);
   CHECK(j["free_matrix"][1][1] == 0);
   CHECK(j["free_matrix"][1][2].get<std::uint64_t>() == std::numeric_limits<std::uint64_t>::max());
   CHECK(j["control"]["generation"] == s.generation);
+  CHECK(j["control"]["validated_generation"] == s.validated_generation);
   CHECK(j["control"]["rejected"] == s.rejected);
+  CHECK(j["control"].size() == 3);
   REQUIRE(j["options"].size() == s.options.size());
   for (std::size_t i = 0; i < s.options.size(); ++i) {
     const json& o = j["options"][i];
@@ -219,6 +232,11 @@ TEST_CASE("JSON parses and gives back every number") {
     CHECK(t["slow_paths"].get<std::uint64_t>() == v.slow_paths);
     CHECK(t["flushes"] == v.flushes);
     CHECK(t["mmap_calls"] == v.mmap_calls);
+    CHECK(t["munmap_calls"] == v.munmap_calls);
+    CHECK(t["madvise_calls"] == v.madvise_calls);
+    if (i != 2) CHECK(t["name"] == v.name);  // (2: the cut character, checked below)
+    CHECK(t["memlive"] == (v.name == "memlive-http"));
+    CHECK(t.size() == 15);  // a field added here gets a check above
     std::set<unsigned> seen;
     for (const json& row : t["classes"]) {
       REQUIRE(row.size() == 1 + tl::kCounterCount);
@@ -235,6 +253,7 @@ TEST_CASE("JSON parses and gives back every number") {
     }
   }
   CHECK(j["threads"][1]["name"] == "a\"b\\c\nd\te\x01");
+  CHECK(j["threads"][3]["memlive"] == true);
   CHECK(j["threads"][2]["name"] == "cut \xEF\xBF\xBD");  // U+FFFD for the cut byte
   REQUIRE(j["exited"].size() == 1);
   CHECK(j["exited"][0][0] == 7);
@@ -403,6 +422,236 @@ TEST_CASE("Prometheus by class: one series per class, the process totals, never 
         std::string::npos);
 }
 
+namespace {
+// Every sample line of a Prometheus text as "family{labels}" -> value.
+std::map<std::string, std::string> prom_samples(const std::string& text) {
+  std::map<std::string, std::string> out;
+  for (const std::string& line : lines_of(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    CHECK(out.emplace(line.substr(0, space), line.substr(space + 1)).second);  // no duplicate
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Prometheus text: every sample of every family carries the snapshot's value") {
+  rd::snapshot s = make_snapshot(4, false);
+  s.process_alive = false;  // the 0 of a process that is gone
+  s.threads[2].name = "memlive-http";
+  std::map<std::string, std::string> want;
+  const std::string pid = "pid=\"4242\"";
+  auto row_labels = [&](const std::string& base, unsigned cls) {
+    return base + ",class=\"" + std::to_string(cls) + "\",size=\"" + std::to_string(cls * 16) +
+           "\"";
+  };
+  using row = std::array<std::uint64_t, tl::kCounterCount>;
+  auto add_row = [&](const std::string& labels, const row& r) {
+    for (unsigned c = 0; c < tl::kCounterCount; ++c)
+      want["livealloc_" + std::string(memlive::kCounterNames[c]) +
+           (memlive::counter_is_gauge(c) ? "" : "_total") + "{" + labels + "}"] =
+          std::to_string(r[c]);
+    want["livealloc_live_blocks{" + labels + "}"] = std::to_string(rd::detail::live_of(r));
+  };
+  auto nonzero = [](const row& r) {
+    return std::any_of(r.begin(), r.end(), [](std::uint64_t v) { return v != 0; });
+  };
+  for (const rd::thread_view& t : s.threads) {
+    std::string base = pid + ",thread=\"" + t.name + "\",tid=\"" + std::to_string(t.tid) +
+                       "\",slot=\"" + std::to_string(t.slot) + "\"";
+    if (t.name == "memlive-http") base += ",memlive=\"true\"";
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      if (nonzero(t.counters[cls])) add_row(row_labels(base, cls), t.counters[cls]);
+    const std::pair<const char*, std::uint64_t> per_thread[] = {
+        {"slow_paths", t.slow_paths}, {"flushes", t.flushes}, {"mmap_calls", t.mmap_calls},
+        {"munmap_calls", t.munmap_calls}, {"madvise_calls", t.madvise_calls}};
+    for (const auto& [name, v] : per_thread)
+      want["livealloc_thread_" + std::string(name) + "_total{" + base + "}"] = std::to_string(v);
+  }
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    if (nonzero(s.exited[cls]))
+      add_row(row_labels(pid + ",thread=\"\",tid=\"0\",slot=\"exited\"", cls), s.exited[cls]);
+  const std::pair<const char*, std::uint64_t> per_process[] = {
+      {"process_alive", 0},
+      {"segment_bytes", s.segment_bytes},
+      {"large_bytes", s.large_bytes},
+      {"cached_bytes", s.cached_bytes},
+      {"committed_bytes", s.committed_bytes},
+      {"live_bytes", s.live_bytes()},
+      {"resident_bytes", s.resident_bytes},
+      {"slots_used", s.slots_used},
+      {"mmap_calls_total", s.mmap_calls},
+      {"munmap_calls_total", s.munmap_calls},
+      {"madvise_calls_total", s.madvise_calls},
+      {"purges_total", s.purges},
+      {"overflow_threads_total", s.overflow_threads},
+      {"options_rejected_total", s.rejected}};
+  for (const auto& [name, v] : per_process)
+    want["livealloc_" + std::string(name) + "{" + pid + "}"] = std::to_string(v);
+  for (const rd::option_view& o : s.options)
+    want["livealloc_option_effective{" + pid + ",option=\"" + o.name + "\"}"] =
+        std::to_string(o.effective);
+  const std::map<std::string, std::string> got = prom_samples(memlive::to_prometheus(s));
+  for (const auto& [key, value] : want) {
+    INFO(key);
+    auto it = got.find(key);
+    REQUIRE(it != got.end());
+    CHECK(it->second == value);
+  }
+  CHECK(got.size() == want.size());  // and nothing else
+  CHECK(want.count("livealloc_option_effective{pid=\"4242\",option=\"negative\"}") == 1);
+}
+
+TEST_CASE("CSV: the exited totals' row carries every value") {
+  rd::snapshot s = make_snapshot(2, false);
+  const std::vector<std::string> lines = lines_of(memlive::to_csv(s));
+  const std::vector<std::string> f = csv_split(lines.back());
+  REQUIRE(f.size() == 8 + tl::kCounterCount + 1);
+  CHECK(f[0] == std::to_string(s.taken_ns));
+  CHECK(f[1] == "4242");
+  CHECK(f[2] == "exited");
+  CHECK(f[3] == "0");
+  CHECK(f[4] == "");
+  CHECK(f[5] == "exited_totals");
+  CHECK(f[6] == "7");
+  CHECK(f[7] == "112");
+  for (unsigned c = 0; c < tl::kCounterCount; ++c) CHECK(f[8 + c] == std::to_string(c + 1));
+  CHECK(f.back() == std::to_string(s.live(7)));
+  // No header: the same rows.
+  const std::vector<std::string> bare = lines_of(memlive::to_csv(s, false));
+  CHECK(bare == std::vector<std::string>(lines.begin() + 1, lines.end()));
+}
+
+namespace {
+// A base snapshot and one taken later: slot 0 the same thread (counts grown), slot 1 taken by a
+// new thread (the old one's counts folded into the exited totals), slot 2 new since the base.
+struct since_case {
+  rd::snapshot base, now;
+  since_case() {
+    base = make_snapshot(2, true, true);
+    base.slot_count = 3;
+    base.matrix.assign(9, 0);
+    base.matrix[0 * 3 + 1] = 40;
+    base.matrix[1 * 3 + 0] = 5;
+    now = base;
+    rd::thread_view& same = now.threads[0];
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      for (unsigned c = 0; c < tl::kCounterCount; ++c)
+        same.counters[cls][c] += memlive::counter_is_gauge(c) ? 1000 + c : cls + c + 1;
+    same.slow_paths += 5;
+    same.flushes += 6;
+    same.mmap_calls += 7;
+    same.munmap_calls += 8;
+    same.madvise_calls += 9;
+    rd::thread_view& next = now.threads[1];  // the new thread of slot 1
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      for (unsigned c = 0; c < tl::kCounterCount; ++c) {
+        now.exited[cls][c] += base.threads[1].counters[cls][c] + (c == tl::c_frees ? 3 : 0);
+        next.counters[cls][c] = 2 * cls + c;
+      }
+    next.incarnation += 1;
+    next.tid += 100;
+    next.slow_paths = 17;
+    rd::thread_view fresh = base.threads[0];
+    fresh.slot = 2;
+    fresh.incarnation = 1;
+    fresh.tid = 5555;
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      for (unsigned c = 0; c < tl::kCounterCount; ++c) fresh.counters[cls][c] = cls * 100 + c;
+    fresh.slow_paths = 23;
+    now.threads.push_back(fresh);
+    now.mmap_calls += 1;
+    now.munmap_calls += 2;
+    now.madvise_calls += 3;
+    now.purges += 4;
+    now.overflow_threads += 5;
+    now.matrix[0 * 3 + 1] += 11;
+    now.matrix[2 * 3 + 0] = 12;
+    now.segment_bytes += 4096;  // gauges: as in now
+  }
+};
+}  // namespace
+
+TEST_CASE("since_baseline: the process totals are exactly now - base, gauges as now") {
+  const since_case k;
+  const rd::snapshot d = memlive::detail::since_baseline(k.now, k.base);
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    for (unsigned c = 0; c < tl::kCounterCount; ++c) {
+      INFO("class ", cls, " counter ", memlive::kCounterNames[c]);
+      if (memlive::counter_is_gauge(c))
+        CHECK(d.total(cls, c) == k.now.total(cls, c));
+      else
+        CHECK(d.total(cls, c) == k.now.total(cls, c) - k.base.total(cls, c));
+    }
+  CHECK(d.mmap_calls == 1);
+  CHECK(d.munmap_calls == 2);
+  CHECK(d.madvise_calls == 3);
+  CHECK(d.purges == 4);
+  CHECK(d.overflow_threads == 5);
+  CHECK(d.segment_bytes == k.now.segment_bytes);
+  CHECK(d.slots_used == k.now.slots_used);
+  REQUIRE(d.matrix.size() == 9);
+  CHECK(d.freed(0, 1) == 11);
+  CHECK(d.freed(1, 0) == 0);
+  CHECK(d.freed(2, 0) == 12);
+}
+
+TEST_CASE("since_baseline: per thread, growth of the same thread, everything of a new one") {
+  const since_case k;
+  const rd::snapshot d = memlive::detail::since_baseline(k.now, k.base);
+  REQUIRE(d.threads.size() == 3);
+  const rd::thread_view& same = d.threads[0];
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    for (unsigned c = 0; c < tl::kCounterCount; ++c) {
+      INFO("class ", cls, " counter ", memlive::kCounterNames[c]);
+      CHECK(same.counters[cls][c] == (memlive::counter_is_gauge(c)
+                                          ? k.now.threads[0].counters[cls][c]
+                                          : std::uint64_t(cls + c + 1)));
+      // Slot 1's new thread (another incarnation and tid) and slot 2's keep their full rows.
+      CHECK(d.threads[1].counters[cls][c] == k.now.threads[1].counters[cls][c]);
+      CHECK(d.threads[2].counters[cls][c] == k.now.threads[2].counters[cls][c]);
+      // The exited totals: only what was folded beyond the old thread of slot 1.
+      if (!memlive::counter_is_gauge(c))
+        CHECK(d.exited[cls][c] == (c == tl::c_frees ? 3u : 0u));
+    }
+  CHECK(same.slow_paths == 5);
+  CHECK(same.flushes == 6);
+  CHECK(same.mmap_calls == 7);
+  CHECK(same.munmap_calls == 8);
+  CHECK(same.madvise_calls == 9);
+  CHECK(d.threads[1].slow_paths == 17);
+  CHECK(d.threads[2].slow_paths == 23);
+  CHECK(d.threads[0].name == k.now.threads[0].name);
+}
+
+TEST_CASE("since_baseline: a thread with the same slot and incarnation but another tid is new") {
+  since_case k;
+  k.now.threads[1] = k.base.threads[1];
+  k.now.threads[1].tid += 1;  // a fork child's thread, say: not the base's thread
+  k.now.exited = k.base.exited;
+  const rd::snapshot d = memlive::detail::since_baseline(k.now, k.base);
+  CHECK(d.threads[1].counters[3][tl::c_allocs] == k.base.threads[1].counters[3][tl::c_allocs]);
+  CHECK(d.threads[1].slow_paths == k.base.threads[1].slow_paths);
+}
+
+TEST_CASE("since_baseline: counters that went down give 0, another slot count keeps the matrix") {
+  since_case k;
+  k.now.threads[0].counters[5][tl::c_allocs] = 0;  // lower than in the base: a torn read
+  k.now.threads[0].slow_paths = 0;
+  k.now.mmap_calls = 0;
+  k.now.purges = 0;
+  k.now.slot_count = 4;
+  k.now.matrix.assign(16, 9);
+  const rd::snapshot d = memlive::detail::since_baseline(k.now, k.base);
+  CHECK(d.threads[0].counters[5][tl::c_allocs] == 0);
+  CHECK(d.threads[0].slow_paths == 0);
+  CHECK(d.mmap_calls == 0);
+  CHECK(d.purges == 0);
+  CHECK(d.matrix == k.now.matrix);
+  CHECK(memlive::detail::since_baseline(k.base, k.base).total(5, tl::c_allocs) == 0);
+}
+
 TEST_CASE("serialising 64 threads x 53 classes (timed, printed)") {
   for (bool typical : {false, true}) {
     const rd::snapshot s = make_snapshot(64, true, typical);
@@ -434,9 +683,20 @@ TEST_CASE("serialising 64 threads x 53 classes (timed, printed)") {
         "  csv %.0f us (%zu bytes), prometheus %.0f us (%zu bytes)\n",
         typical ? "values < 10^6" : "worst case: 2/7 of the values 16-20 digits", json_reused,
         json_fresh, json_size, csv, csv_size, prom, buf.size());
-    json j = json::parse(memlive::to_json(s));
+    // What was timed is complete: the times alone would pass on an empty output.
+    std::string reused;
+    memlive::append_json(reused, s);
+    CHECK(reused.size() == json_size);
+    json j = json::parse(reused);
     CHECK(j["threads"].size() == 64);
     CHECK(j["threads"][63]["classes"].size() == tl::kClassCount);
+    const std::size_t rows = 64 * tl::kClassCount + 1;  // every thread and class, exited class 7
+    CHECK(lines_of(memlive::to_csv(s)).size() == 1 + rows);
+    CHECK(csv_size == memlive::to_csv(s).size());
+    const std::map<std::string, std::string> samples = prom_samples(buf);
+    // Per row: 16 counter families and live_blocks; per thread: 5; then the process's 14 and
+    // one per option.
+    CHECK(samples.size() == rows * (tl::kCounterCount + 1) + 64 * 5 + 14 + s.options.size());
   }
 }
 
@@ -586,4 +846,32 @@ TEST_CASE("open_segment classifies failures") {
   CHECK(static_cast<int>(memlive::error_kind::no_process) == 3);
   CHECK(static_cast<int>(memlive::error_kind::bad_segment) == 6);
   CHECK(static_cast<int>(memlive::error_kind::rejected) == 7);
+}
+
+TEST_CASE("memlive::start: the port and the stream interval, each bound and one past it") {
+  memlive::options o;
+  o.port = 0;
+  o.quiet = true;
+  for (int ms : {memlive::detail::kMinStreamMs - 1, memlive::detail::kMaxStreamMs + 1}) {
+    o.stream_interval_ms = ms;
+    const memlive::status st = memlive::start(o);
+    INFO(ms, ": ", st.message);
+    CHECK(st.error == memlive::start_error::bad_options);
+    CHECK(memlive::port() == 0);
+  }
+  for (int ms : {memlive::detail::kMinStreamMs, memlive::detail::kMaxStreamMs}) {
+    o.stream_interval_ms = ms;
+    const memlive::status st = memlive::start(o);
+    INFO(ms, ": ", st.message);
+    CHECK(st.ok());
+    CHECK(memlive::port() == st.port);
+    memlive::stop();
+  }
+  o.stream_interval_ms = 80;
+  for (int port : {-1, 65536}) {
+    o.port = port;
+    const memlive::status st = memlive::start(o);
+    INFO(port, ": ", st.message);
+    CHECK(st.error == memlive::start_error::bad_options);
+  }
 }

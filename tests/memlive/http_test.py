@@ -441,6 +441,22 @@ def check_stream_cap(port):
           "(%.1f s)" % (time.time() - closed))
 
 
+def check_stream_bounds(port):
+    # interval_ms takes kMinStreamMs..kMaxStreamMs: each bound serves a stream, one past it is a
+    # 400 at once (a stream served by mistake would show its 200 head and first event instead).
+    for ms, served in ((49, False), (50, True), (60000, True), (60001, False)):
+        s = Stream(port, "?interval_ms=%d" % ms)
+        ev = s.event(timeout=5)
+        s.close()
+        status = s.head.split(b"\r\n")[0] if s.head else b""
+        if served:
+            check(b" 200 " in status and ev is not None,
+                  "/api/stream?interval_ms=%d: served, first event at once (%r)" % (ms, status))
+        else:
+            check(b" 400 " in status and ev is None,
+                  "/api/stream?interval_ms=%d: 400, no stream (%r)" % (ms, status))
+
+
 def check_stream(port, pid):
     s = Stream(port, "?interval_ms=100")
     evs = [s.event() for _ in range(5)]
@@ -610,6 +626,7 @@ def cmd_inprocess(app):
         check_body_checks(port)
         check_big_answers(port)
         check_stream(port, pid)
+        check_stream_bounds(port)
         check_endpoints(port, pid, want)  # still serving, same numbers
         check_history(port, pid)
         check_baseline(port, p)
@@ -695,6 +712,7 @@ def cmd_serve(ml, wl):
         check_stream(port, w.pid)
         check_stream_cap(port)
         check_history(port, w.pid)
+        check_stream_bounds(port)  # after the cap check: its streams would hold slots there
 
         r = subprocess.run([ml, "serve", "--pid", str(w.pid), "--port", str(port)],
                            capture_output=True, text=True, timeout=TIMEOUT)
