@@ -943,14 +943,18 @@ static_assert(kControlOffset + sizeof(telemetry::control_block) +
                   kOptionCount * sizeof(telemetry::option_entry) <= kClassUnitsOffset);
 static_assert(kClassUnitsOffset + kClasses * sizeof(std::uint64_t) <= kExitedOffset);
 static_assert(kExitedOffset + kClasses * sizeof(class_counters) <= kSlotsOffset);
+constexpr std::size_t kMaxSlots = static_cast<std::size_t>(kOptionTable[opt_telemetry_slots].hi);
 
 struct table_state {
   std::uint8_t* base = nullptr;
   std::size_t size = 0;
   int fd = -1;       // the segment's file while it may still need a name (see table_create)
   dev_t dev = 0;     // that file's identity: a program may close a descriptor it did not open,
-  ino_t ino = 0;     // and the number then names one of its own files (see table_fd_ours)
+  ino_t ino = 0;     // and the number then names one of its own files (see table_fd_ours); kept
+                     // once the descriptor is closed, for table_reserve to open it by name
   bool file = false;  // the segment is a file in /dev/shm (else anonymous memory)
+  int file_error = 0;  // why it is not (errno of the open, ftruncate, fallocate or mmap)
+  std::atomic<bool> slot_warned{false};  // a slot could not be reserved, and we said so
   int fork_fd = -1;  // between fork_prepare and the fork's end: the child's copy of the segment
   void* fork_copy = nullptr;  // the same copy in anonymous memory, when the file could not be made
   std::uint32_t slots = 0;
@@ -960,6 +964,7 @@ struct table_state {
   // _exit must still tell that the name is not its own.
   pid_t pid = 0;
   bool lost = false;         // a fork child that got no copy: nothing is mapped at base
+  std::uint64_t fork_slots[(kMaxSlots + 63) / 64] = {};  // fork_prepare's scratch: the slots it copies
   bool linked = false;       // has its /dev/shm name
   dev_t name_dev = 0;        // the file that name was given to: it is removed only while it
   ino_t name_ino = 0;        // still holds that file (see table_unlink_name)
@@ -1957,12 +1962,19 @@ inline void on_thread_exit(void* arg) noexcept {
 
 // --- the telemetry segment: creation, name, fork ------------------------------------------------
 
+// A new, sparse segment file (-1 with errno set if none can be made). Sparse: tmpfs supplies a
+// page at its first store, and when it has none left (/dev/shm full, its size limit reached) that
+// store raises SIGBUS. So every piece of it is reserved before it is written: at creation the
+// header, tables, overflow slot and overflow row (table_create), a thread's slot and row when the
+// thread takes it (heap_new), a fork child's pieces before they are copied (table_fork_prepare).
 inline int table_file(std::size_t size) noexcept {
   int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
   // 0600 whatever the umask.
   if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
     close(fd);
+    errno = err;
     return -1;
   }
   return fd;
@@ -2055,11 +2067,13 @@ inline bool table_fd_ours() noexcept {
          st.st_ino == g_table.ino;
 }
 
-// Makes `fd` (a segment file, or -1) the one g_table keeps.
+// Makes `fd` (a segment file, or -1) the one g_table keeps. -1 leaves the identity of the file
+// it closed: table_reserve finds that file again by its name.
 inline void table_keep_fd(int fd) noexcept {
   struct stat st;
-  const bool known = fd >= 0 && fstat(fd, &st) == 0;
   g_table.fd = fd;
+  if (fd < 0) return;
+  const bool known = fstat(fd, &st) == 0;
   g_table.dev = known ? st.st_dev : 0;
   g_table.ino = known ? st.st_ino : 0;
 }
@@ -2081,6 +2095,72 @@ inline void* table_map_shared(int fd, void* at) noexcept {
   return nullptr;
 }
 
+// The whole pages that hold bytes [from, to) of the segment, within the file.
+inline std::size_t table_page_down(std::size_t at) noexcept { return at & ~(kOsPage - 1); }
+inline std::size_t table_page_up(std::size_t at) noexcept {
+  const std::size_t up = (at + kOsPage - 1) & ~(kOsPage - 1);
+  return up < g_table.size ? up : g_table.size;  // fallocate past the end would grow the file
+}
+
+// Allocates the pages of [from, to) in the file `fd`: no later store there can find tmpfs out of
+// room. 0, or an errno value (ENOSPC when /dev/shm is full).
+inline int table_reserve_fd(int fd, std::size_t from, std::size_t to) noexcept {
+  from = table_page_down(from);
+  to = table_page_up(to);
+  if (from >= to) return 0;
+  int r;
+  do r = fallocate(fd, 0, static_cast<off_t>(from), static_cast<off_t>(to - from));
+  while (r != 0 && errno == EINTR);
+  return r == 0 ? 0 : errno;
+}
+
+// The same for the process's own segment, mapped at g_table.base. It needs no descriptor (the
+// preloaded library has closed its own once the file is named): populating the mapping for
+// writing (MADV_POPULATE_WRITE, Linux 5.14) allocates the pages, and fails rather than raise
+// SIGBUS. Its failure says EFAULT for a page tmpfs could not supply (EINVAL before 5.14):
+// fallocate, on our descriptor or on the file opened by its name, then reserves the pages on an
+// old kernel, or names the real error (ENOSPC, EROFS...).
+inline int table_reserve(std::size_t from, std::size_t to) noexcept {
+  from = table_page_down(from);
+  to = table_page_up(to);
+  if (from >= to) return 0;
+  int r;
+  do r = madvise(g_table.base + from, to - from, MADV_POPULATE_WRITE);
+  while (r != 0 && errno == EINTR);
+  if (r == 0) return 0;
+  int err = errno;
+  lock_guard guard(g_table.lock);  // table_enable closes the descriptor and names the file under it
+  if (table_fd_ours()) return table_reserve_fd(g_table.fd, from, to);
+  const int fd = g_table.linked ? open(g_table.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+  if (fd < 0) return err;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_dev == g_table.dev && st.st_ino == g_table.ino)
+    err = table_reserve_fd(fd, from, to);
+  close(fd);
+  return err;
+}
+
+// Reserves slot `i` and its row of the free matrix (the cells its thread writes) for a new
+// thread. On failure the thread shares the overflow slot, as when the slots run out, and so do
+// the threads that come after it; the first failure is reported, once.
+inline bool table_reserve_slot(std::uint32_t i) noexcept {
+  if (!g_table.file) return true;  // anonymous memory: nothing to run out of but memory
+  const std::size_t slot = kSlotsOffset + std::size_t(i) * kSlotBytes;
+  const std::size_t row = std::size_t(g_table.slots) * sizeof(std::uint64_t);
+  const std::size_t matrix = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes;
+  int err = table_reserve(slot, slot + kSlotBytes);
+  if (!err) err = table_reserve(matrix + i * row, matrix + (i + 1) * row);
+  if (!err) return true;
+  g_table.next_slot.store(g_table.slots, std::memory_order_relaxed);
+  if (!g_table.slot_warned.exchange(true, std::memory_order_relaxed)) {
+    message m;
+    m << "livealloc: no room for a new thread's telemetry slot in /dev/shm: " << strerror(err)
+      << "; from now on new threads share the overflow slot";
+    m.print();
+  }
+  return false;
+}
+
 // At process start, before any heap exists. The segment is a file in /dev/shm that gets its name
 // when profiling is enabled. The preloaded library cannot be enabled later (nothing calls
 // telemetry::enable() in it), so without LIVEALLOC_PROFILE=1 it takes anonymous memory: no file,
@@ -2095,11 +2175,24 @@ inline void table_create() noexcept {
   const bool want_file = true;
 #endif
   table_keep_fd(want_file ? table_file(g_table.size) : -1);
+  g_table.file_error = g_table.fd < 0 && want_file ? errno : 0;
   void* base = nullptr;
   if (g_table.fd >= 0) {
-    add(g_fallback_header.mmap_calls, 1);  // (not madvise_calls: those advise heap memory)
-    base = table_map_shared(g_table.fd, nullptr);
+    // What is written from the start, and by any thread at any time: header and tables, the
+    // overflow slot and the overflow row of the free matrix (threads' slots: table_reserve_slot).
+    const std::size_t overflow = kSlotsOffset + std::size_t(g_table.slots - 1) * kSlotBytes;
+    const std::size_t row = std::size_t(g_table.slots) * sizeof(std::uint64_t);
+    const std::size_t last_row = overflow + kSlotBytes + std::size_t(g_table.slots - 1) * row;
+    int err = table_reserve_fd(g_table.fd, 0, kSlotsOffset);
+    if (!err) err = table_reserve_fd(g_table.fd, overflow, overflow + kSlotBytes);
+    if (!err) err = table_reserve_fd(g_table.fd, last_row, last_row + row);
+    if (!err) {
+      add(g_fallback_header.mmap_calls, 1);  // (not madvise_calls: those advise heap memory)
+      base = table_map_shared(g_table.fd, nullptr);
+      if (!base) err = errno;
+    }
     if (!base) {
+      g_table.file_error = err;
       close(g_table.fd);
       table_keep_fd(-1);
     }
@@ -2226,11 +2319,15 @@ inline int table_disable() noexcept {
 // livealloc's, which is rare since livealloc registers at its first malloc, run their prepare
 // part after this copy and their child part before the copy is mapped: if the first allocates,
 // the child's copy of the forking thread's heap is stale; if the second does, the child dies.)
-// What is copied: the header and everything up to the last slot taken so far, the overflow slot
-// (the last one), and the rows of the free matrix that those slots can have written; the rest of
-// the file reads as zeros, as it would in a new segment. When that file cannot be made (no file
-// descriptor left, /dev/shm full), the copy goes to anonymous memory, which the child moves over
-// the segment: it then has no file (no profiling), but its heaps are those it forked with. When
+// What is copied: the header and tables, the slots of the heaps that exist (every slot ever
+// taken and reserved: heaps are never unlinked from all_heaps, and fork_prepare holds meta_lock,
+// under which they are linked), the overflow slot (the last one), and the rows of the free matrix
+// that those slots can have written; the rest of the file reads as zeros, as it would in a new
+// segment. The pieces are reserved in the new file before anything is copied, and only reserved
+// pieces of ours are read, so neither side can meet a page tmpfs cannot supply (SIGBUS). When that
+// file cannot be made or reserved (no file descriptor left, /dev/shm full), the copy goes to
+// anonymous memory, which the child moves over the segment: it then has no file (no profiling),
+// but its heaps are those it forked with. When
 // not even that was possible, the child has no heaps: nothing is mapped at the segment's address
 // (the parent's file is never mapped instead, since what the parent writes after the fork would
 // show through), and it says so on stderr. Like a raw fork's child it can exec or _exit, and
@@ -2241,24 +2338,43 @@ inline void table_fork_prepare() noexcept {
   if (!g_table.base || !g_table.file) return;
   int fd = table_file(g_table.size);
   const std::size_t slots = g_table.slots;
-  const std::size_t next = g_table.next_slot.load();
-  const std::size_t taken = next < slots ? next : slots;
-  const std::size_t overflow = kSlotsOffset + (slots - 1) * kSlotBytes;
   const std::size_t matrix = kSlotsOffset + slots * kSlotBytes;
   const std::size_t row = slots * sizeof(std::uint64_t);
+  std::uint64_t* in_use = g_table.fork_slots;
+  for (std::size_t w = 0; w < (slots + 63) / 64; ++w) in_use[w] = 0;
+  in_use[(slots - 1) / 64] |= std::uint64_t(1) << ((slots - 1) % 64);
+  for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all)
+    if (!h->published) in_use[h->slot / 64] |= std::uint64_t(1) << (h->slot % 64);
+  // Each run of slots in use, and its rows of the matrix, in one piece.
   auto copy_to = [&](auto&& copy) {
-    return copy(0, kSlotsOffset + taken * kSlotBytes) && copy(overflow, overflow + kSlotBytes) &&
-           copy(matrix, matrix + taken * row) &&
-           copy(matrix + (slots - 1) * row, matrix + slots * row);
-  };
-  const bool copied = fd >= 0 && copy_to([fd](std::size_t from, std::size_t to) {
-    for (std::size_t off = from; off < to;) {
-      ssize_t w = pwrite(fd, g_table.base + off, to - off, static_cast<off_t>(off));
-      if (w <= 0) return false;
-      off += static_cast<std::size_t>(w);
+    if (!copy(0, kSlotsOffset)) return false;
+    for (std::size_t i = 0; i < slots;) {
+      if (!((in_use[i / 64] >> (i % 64)) & 1)) {
+        ++i;
+        continue;
+      }
+      std::size_t end = i + 1;
+      while (end < slots && ((in_use[end / 64] >> (end % 64)) & 1)) ++end;
+      if (!copy(kSlotsOffset + i * kSlotBytes, kSlotsOffset + end * kSlotBytes) ||
+          !copy(matrix + i * row, matrix + end * row))
+        return false;
+      i = end;
     }
     return true;
-  });
+  };
+  const bool copied =
+      fd >= 0 &&
+      copy_to([fd](std::size_t from, std::size_t to) {
+        return table_reserve_fd(fd, from, to) == 0;
+      }) &&
+      copy_to([fd](std::size_t from, std::size_t to) {
+        for (std::size_t off = from; off < to;) {
+          ssize_t w = pwrite(fd, g_table.base + off, to - off, static_cast<off_t>(off));
+          if (w <= 0) return false;
+          off += static_cast<std::size_t>(w);
+        }
+        return true;
+      });
   if (!copied && fd >= 0) {
     close(fd);
     fd = -1;
@@ -2384,6 +2500,8 @@ inline bool process_init() noexcept {
         message m;
         m << "livealloc: LIVEALLOC_PROFILE=1 but the telemetry segment cannot be published: "
           << strerror(err);
+        if (err == ENOTSUP && g_table.file_error)  // why the segment is not a file
+          m << " (no file in /dev/shm: " << strerror(g_table.file_error) << ")";
         struct stat st;
         if ((err == EEXIST || err == EPERM || err == EACCES) && lstat(g_table.path, &st) == 0 &&
             st.st_uid != geteuid())  // another user's file under our name: /dev/shm is sticky
@@ -2402,14 +2520,14 @@ inline bool process_init() noexcept {
   return g.init.load(std::memory_order_acquire) == 2;
 }
 
-// A heap for a new thread: in the next free slot of the segment, else (slots exhausted, or no
-// segment) a private one that counts into the overflow slot.
+// A heap for a new thread: in the next free slot of the segment, else (slots exhausted, no room
+// for the slot in /dev/shm, or no segment) a private one that counts into the overflow slot.
 inline heap* heap_new() noexcept {
   void* mem = nullptr;
   class_counters* published = nullptr;
   std::uint32_t idx = g_table.base ? g_table.next_slot.fetch_add(1, std::memory_order_relaxed)
                                    : ~0u;
-  if (g_table.base && idx + 1 < g_table.slots) {
+  if (g_table.base && idx + 1 < g_table.slots && table_reserve_slot(idx)) {
     mem = slot_heap(idx);
     std::uint64_t used = g_proc->slots_used.load(std::memory_order_relaxed);
     while (used < idx + 1 && !g_proc->slots_used.compare_exchange_weak(used, idx + 1)) {
