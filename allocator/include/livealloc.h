@@ -36,6 +36,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE  // Linux 5.14; older C libraries' headers lack it (EINVAL at run time)
+#define MADV_POPULATE_WRITE 23
+#endif
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -2140,6 +2143,25 @@ inline int table_reserve(std::size_t from, std::size_t to) noexcept {
   return err;
 }
 
+// strerror's text for the errors a reservation meets, without strerror: that translates its text
+// and so may call malloc, here inside heap_new, before the thread has a heap.
+inline const char* reserve_error_text(int err) noexcept {
+  switch (err) {
+    case ENOSPC: return "No space left on device";
+    case EROFS: return "Read-only file system";
+    case EFAULT: return "Bad address";
+    case EINVAL: return "Invalid argument";
+    case ENOMEM: return "Cannot allocate memory";
+    case EACCES: return "Permission denied";
+    case EPERM: return "Operation not permitted";
+    case EIO: return "Input/output error";
+    case EBADF: return "Bad file descriptor";
+    case ENOENT: return "No such file or directory";
+    case EOPNOTSUPP: return "Operation not supported";
+    default: return "error";
+  }
+}
+
 // Reserves slot `i` and its row of the free matrix (the cells its thread writes) for a new
 // thread. On failure the thread shares the overflow slot, as when the slots run out, and so do
 // the threads that come after it; the first failure is reported, once.
@@ -2154,8 +2176,9 @@ inline bool table_reserve_slot(std::uint32_t i) noexcept {
   g_table.next_slot.store(g_table.slots, std::memory_order_relaxed);
   if (!g_table.slot_warned.exchange(true, std::memory_order_relaxed)) {
     message m;
-    m << "livealloc: no room for a new thread's telemetry slot in /dev/shm: " << strerror(err)
-      << "; from now on new threads share the overflow slot";
+    m << "livealloc: no room for a new thread's telemetry slot in /dev/shm: "
+      << reserve_error_text(err) << " (errno " << static_cast<long long>(err)
+      << "); from now on new threads without a heap to adopt share the overflow slot";
     m.print();
   }
   return false;

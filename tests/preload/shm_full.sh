@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: shm_full.sh LIBLIVEALLOC SHM_THREADS
+# usage: shm_full.sh LIBLIVEALLOC SHM_THREADS SHM_LOCALE
 # A profiled process whose /dev/shm fills up must go on running: the threads that find no room
 # for a telemetry slot share the overflow slot and the library warns once, naming the error.
 # Before the fix the first store into a page the tmpfs could not supply killed it with SIGBUS.
@@ -7,12 +7,15 @@
 # touched), sized from the real segment layout to hold two segments (the process and its fork
 # child) and a few thread slots, then runs shm_threads (many threads at once, in a fork child and
 # in the parent). Needs root and unshare: exits 77 (skipped) without them.
+# Then shm_locale (the library built in) fills the tmpfs and checks that the warning, under a
+# locale other than C, does not allocate while a thread is being given its heap.
 set -u
 lib=$1
 prog=$2
+locale_prog=$3
 
-if [ "${3:-}" = --inside ]; then
-  room=$4
+if [ "${4:-}" = --inside ]; then
+  room=$5
   # Private to this mount namespace: the machine's /dev/shm stays as it is.
   mount -t tmpfs -o size="$room",mode=1777 livealloc-shm-full /dev/shm ||
     { echo "SKIP: cannot mount a tmpfs over /dev/shm"; exit 77; }
@@ -43,6 +46,7 @@ if [ "${3:-}" = --inside ]; then
     failures=1
   fi
   rm -f "$err"
+  LIVEALLOC_PROFILE=1 "$locale_prog" || failures=1
   exit "$failures"
 fi
 
@@ -66,4 +70,5 @@ page=4096
 each=$((slots_offset + 2 * slot_size + 2 * page))
 room=$((2 * each + 4 * (slot_size + page)))
 echo "layout: slots_offset $slots_offset, slot_size $slot_size, $slot_count slots; tmpfs of $room bytes"
-exec unshare --mount --propagation private "$BASH" "$0" "$lib" "$prog" --inside "$room"
+exec unshare --mount --propagation private "$BASH" "$0" "$lib" "$prog" "$locale_prog" --inside \
+  "$room"
