@@ -2164,7 +2164,7 @@ inline const char* reserve_error_text(int err) noexcept {
 
 // Reserves slot `i` and its row of the free matrix (the cells its thread writes) for a new
 // thread. On failure the thread shares the overflow slot, as when the slots run out, and so do
-// the threads that come after it; the first failure is reported, once.
+// later threads that find no exited thread's heap to adopt; the first failure is reported, once.
 inline bool table_reserve_slot(std::uint32_t i) noexcept {
   if (!g_table.file) return true;  // anonymous memory: nothing to run out of but memory
   const std::size_t slot = kSlotsOffset + std::size_t(i) * kSlotBytes;
@@ -2271,8 +2271,9 @@ inline bool table_name_held(const char* path) noexcept {
 inline bool process_init() noexcept;
 
 // Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value: EBUSY when a running
-// process holds a file under that name, which can only be one with our pid in another pid
-// namespace (see table_name_held); the name stays its own, and this process goes unpublished.
+// process holds a file under that name: one with our pid in another pid namespace, or (rarely) a
+// descriptor or reader that kept a gone process's file open (see table_name_held); the name stays
+// its own, and this process goes unpublished.
 inline int table_enable() noexcept {
   if (!process_init()) return ENOMEM;
   if (!g_table.file) return g_table.base ? ENOTSUP : ENOMEM;
@@ -2354,7 +2355,7 @@ inline int table_disable() noexcept {
 // not even that was possible, the child has no heaps: nothing is mapped at the segment's address
 // (the parent's file is never mapped instead, since what the parent writes after the fork would
 // show through), and it says so on stderr. Like a raw fork's child it can exec or _exit, and
-// dies by SIGSEGV if it allocates.
+// faults as soon as an allocation touches its heap.
 inline void table_fork_prepare() noexcept {
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
