@@ -318,6 +318,53 @@ struct layout {
   }
 };
 
+// The parts of the segment file that hold data. On tmpfs a load through a shared mapping from a
+// page never written allocates that page: a reader that loaded every slot's state and the whole
+// free matrix filled the file (3.6 MB for an idle process at 256 slots, 128 MiB of matrix at
+// 4,096, more than Docker's default /dev/shm), and got SIGBUS when /dev/shm was full. The writer
+// reserves a thread's slot and its row of the matrix before it publishes the slot's state, so a
+// reader loads a slot's state only where lseek(SEEK_DATA) reports data (a hole reads as zeros:
+// an unused slot) and then everything else of a slot in use. Ranges written after the scan read
+// as they were at the scan (a thread that starts meanwhile shows in the next snapshot). A file
+// system that reports no holes says the whole file is data.
+class written {
+ public:
+  written(int fd, std::uint64_t size) {
+    std::uint64_t off = 0;
+    while (off < size) {
+      const off_t d = lseek(fd, static_cast<off_t>(off), SEEK_DATA);
+      if (d < 0) {
+        if (errno != ENXIO) ranges_.emplace_back(off, size);  // cannot tell: data, as before
+        break;
+      }
+      off_t h = lseek(fd, d, SEEK_HOLE);
+      const std::uint64_t end = h < 0 ? size : std::min<std::uint64_t>(std::uint64_t(h), size);
+      if (std::uint64_t(d) >= end) break;
+      ranges_.emplace_back(std::uint64_t(d), end);
+      off = end;
+    }
+  }
+  // [off, off + len) lies in data.
+  bool has(std::uint64_t off, std::uint64_t len) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), off,
+                               [](std::uint64_t o, const range& r) { return o < r.first; });
+    return it != ranges_.begin() && off + len <= std::prev(it)->second;
+  }
+  // Calls f(i) for each 8-byte cell i of [off, off + 8 * count) that lies in data.
+  template <class F>
+  void each_cell(std::uint64_t off, std::uint64_t count, F f) const {
+    const std::uint64_t end = off + 8 * count;
+    for (const range& r : ranges_) {
+      const std::uint64_t b = std::max(r.first, off), e = std::min(r.second, end);
+      for (std::uint64_t i = (b - off + 7) / 8; b < e && off + 8 * i + 8 <= e; ++i) f(i);
+    }
+  }
+
+ private:
+  using range = std::pair<std::uint64_t, std::uint64_t>;  // [first, second), sorted, disjoint
+  std::vector<range> ranges_;
+};
+
 struct region {
   const char* what;
   std::uint64_t begin, end;
@@ -859,8 +906,11 @@ inline snapshot segment::take() const {
   }
 
   // Slots in use, by their state now (acquire: a slot's identity is written before its state).
+  const detail::written data(fd_, size_);
   for (std::uint32_t i = 0; i < l.slot_count; ++i) {
-    auto state = detail::load_acquire<std::uint32_t>(p, l.slot(i) + offsetof(S, state));
+    const std::uint64_t at = l.slot(i) + offsetof(S, state);
+    if (!data.has(at, sizeof(std::uint32_t))) continue;  // never written: unused
+    auto state = detail::load_acquire<std::uint32_t>(p, at);
     if (state != telemetry::slot_alive && state != telemetry::slot_exited &&
         state != telemetry::slot_overflow)
       continue;  // unused (or changing hands), or a value this version does not know
@@ -925,8 +975,9 @@ inline snapshot segment::take() const {
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) {
     s.matrix.resize(std::size_t(l.slot_count) * l.slot_count);
-    for (std::size_t i = 0; i < s.matrix.size(); ++i)
+    data.each_cell(l.matrix_offset, s.matrix.size(), [&](std::uint64_t i) {
       s.matrix[i] = detail::load<std::uint64_t>(p, l.matrix_offset + 8 * i);
+    });
   }
   s.resident_bytes = detail::resident_of(pid_);
   return s;
@@ -935,10 +986,13 @@ inline snapshot segment::take() const {
 inline std::uint32_t segment::threads_alive() const {
   detail::layout l;
   if (!current(&l, nullptr)) return 0;
+  const detail::written data(fd_, size_);
   std::uint32_t n = 0;
-  for (std::uint32_t i = 0; i < l.slot_count; ++i)
-    n += detail::load<std::uint32_t>(base_, l.slot(i) + offsetof(telemetry::slot_header, state)) ==
-         telemetry::slot_alive;
+  for (std::uint32_t i = 0; i < l.slot_count; ++i) {
+    const std::uint64_t at = l.slot(i) + offsetof(telemetry::slot_header, state);
+    n += data.has(at, sizeof(std::uint32_t)) &&
+         detail::load<std::uint32_t>(base_, at) == telemetry::slot_alive;
+  }
   return n;
 }
 
@@ -1020,9 +1074,11 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
   for (;;) {
     detail::layout l;
     if (!current(&l, nullptr)) return false;
+    const detail::written data(fd_, size_);
     bool all = true;
     for (std::uint32_t i = 0; i < l.slot_count && all; ++i)
-      all = detail::load<std::uint32_t>(base_, l.slot(i) + offsetof(S, state)) !=
+      all = !data.has(l.slot(i) + offsetof(S, state), sizeof(std::uint32_t)) ||
+            detail::load<std::uint32_t>(base_, l.slot(i) + offsetof(S, state)) !=
                 telemetry::slot_alive ||
             detail::load<std::uint64_t>(base_, l.slot(i) + offsetof(S, applied_generation)) >=
                 generation;
