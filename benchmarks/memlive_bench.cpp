@@ -437,8 +437,10 @@ rd::snapshot synthetic(int threads) {
     s.threads.push_back(v);
   }
   s.slot_count = static_cast<std::uint32_t>(threads + 1);
-  s.matrix.assign(std::size_t(s.slot_count) * s.slot_count, 0);
-  for (std::size_t i = 0; i < s.matrix.size(); i += 3) s.matrix[i] = rng() % 1000;
+  const std::size_t cells = std::size_t(s.slot_count) * s.slot_count;
+  for (std::size_t i = 0; i < cells; i += 3)  // a third of the cells, 0 to 999 (0: left out)
+    if (const std::uint64_t n = rng() % 1000)
+      s.free_matrix.push_back({std::uint32_t(i / s.slot_count), std::uint32_t(i % s.slot_count), n});
   return s;
 }
 

@@ -104,13 +104,22 @@ struct snapshot {
   // take() copied it is left out of that snapshot.
   std::vector<thread_view> threads;
   // The cross-thread free matrix, slot_count x slot_count, row = freeing slot, column = owning
-  // slot (empty when the segment has none). freed(f, o) reads it.
+  // slot: its non-zero cells, ordered by (from_slot, owner_slot) (none when the segment has no
+  // matrix). Few threads free each other's blocks, so few cells are non-zero, where the whole
+  // matrix is 128 MiB at 4,096 slots. freed(f, o) looks a cell up.
+  struct free_cell {
+    std::uint32_t from_slot = 0, owner_slot = 0;
+    std::uint64_t blocks = 0;  // blocks the thread in from_slot freed that owner_slot's heap owned
+  };
   std::uint32_t slot_count = 0;
-  std::vector<std::uint64_t> matrix;
+  std::vector<free_cell> free_matrix;
   std::uint64_t freed(std::uint32_t from_slot, std::uint32_t owner_slot) const {
-    return from_slot < slot_count && owner_slot < slot_count && !matrix.empty()
-               ? matrix[std::size_t(from_slot) * slot_count + owner_slot]
-               : 0;
+    const auto before = [](const free_cell& a, const free_cell& b) {
+      return a.from_slot != b.from_slot ? a.from_slot < b.from_slot : a.owner_slot < b.owner_slot;
+    };
+    const free_cell key{from_slot, owner_slot, 0};
+    auto it = std::lower_bound(free_matrix.begin(), free_matrix.end(), key, before);
+    return it != free_matrix.end() && !before(key, *it) ? it->blocks : 0;
   }
   // Resident memory of the process from /proc/<pid>/statm at take() (0 if unreadable).
   std::uint64_t resident_bytes = 0;
@@ -974,9 +983,10 @@ inline snapshot segment::take() const {
   s.threads.erase(std::remove_if(s.threads.begin(), s.threads.end(), changed), s.threads.end());
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) {
-    s.matrix.resize(std::size_t(l.slot_count) * l.slot_count);
-    data.each_cell(l.matrix_offset, s.matrix.size(), [&](std::uint64_t i) {
-      s.matrix[i] = detail::load<std::uint64_t>(p, l.matrix_offset + 8 * i);
+    const std::uint32_t n = l.slot_count;
+    data.each_cell(l.matrix_offset, std::uint64_t(n) * n, [&](std::uint64_t i) {
+      if (const auto freed = detail::load<std::uint64_t>(p, l.matrix_offset + 8 * i))
+        s.free_matrix.push_back({std::uint32_t(i / n), std::uint32_t(i % n), freed});
     });
   }
   s.resident_bytes = detail::resident_of(pid_);

@@ -901,20 +901,19 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
   detail::json_matrix(w, s.exited);
   w.raw(",\"free_matrix\":[");
   bool first_cell = true;
-  for (std::uint32_t f = 0; f < s.slot_count && !s.matrix.empty(); ++f)
-    for (std::uint32_t o = 0; o < s.slot_count; ++o)
-      if (std::uint64_t n = s.freed(f, o)) {
-        w.reserve(64);
-        if (!first_cell) w.u_ch(',');
-        first_cell = false;
-        w.u_ch('[');
-        w.u_num(f);
-        w.u_ch(',');
-        w.u_num(o);
-        w.u_ch(',');
-        w.u_num(n);
-        w.u_ch(']');
-      }
+  for (const rd::snapshot::free_cell& c : s.free_matrix) {
+    if (c.blocks == 0) continue;  // take() and since_baseline leave none; a hand-made one might
+    w.reserve(64);
+    if (!first_cell) w.u_ch(',');
+    first_cell = false;
+    w.u_ch('[');
+    w.u_num(c.from_slot);
+    w.u_ch(',');
+    w.u_num(c.owner_slot);
+    w.u_ch(',');
+    w.u_num(c.blocks);
+    w.u_ch(']');
+  }
   w.raw("]}");
 }
 
@@ -1491,9 +1490,14 @@ inline rd::snapshot since_baseline(const rd::snapshot& now, const rd::snapshot& 
   d.madvise_calls = minus(d.madvise_calls, base.madvise_calls);
   d.purges = minus(d.purges, base.purges);
   d.overflow_threads = minus(d.overflow_threads, base.overflow_threads);
-  if (d.slot_count == base.slot_count && d.matrix.size() == base.matrix.size())
-    for (std::size_t i = 0; i < d.matrix.size(); ++i)
-      d.matrix[i] = minus(d.matrix[i], base.matrix[i]);
+  if (d.slot_count == base.slot_count) {
+    auto& cells = d.free_matrix;
+    for (rd::snapshot::free_cell& c : cells)
+      c.blocks = minus(c.blocks, base.freed(c.from_slot, c.owner_slot));
+    cells.erase(std::remove_if(cells.begin(), cells.end(),
+                               [](const rd::snapshot::free_cell& c) { return c.blocks == 0; }),
+                cells.end());
+  }
   return d;
 }
 

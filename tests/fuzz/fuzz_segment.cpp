@@ -49,8 +49,17 @@ std::vector<unsigned char> build_file(const std::uint8_t* data, std::size_t size
 void check_snapshot(const rd::snapshot& s) {
   FUZZ_CHECK(s.class_sizes.size() == tl::kClassCount, "%zu class sizes", s.class_sizes.size());
   FUZZ_CHECK(s.slot_count > 0, "slot_count 0 accepted");
-  FUZZ_CHECK(s.matrix.empty() || s.matrix.size() == std::size_t(s.slot_count) * s.slot_count,
-             "matrix of %zu for %u slots", s.matrix.size(), s.slot_count);
+  for (std::size_t i = 0; i < s.free_matrix.size(); ++i) {
+    const rd::snapshot::free_cell& c = s.free_matrix[i];
+    FUZZ_CHECK(c.from_slot < s.slot_count && c.owner_slot < s.slot_count && c.blocks != 0,
+               "free matrix cell (%u, %u, %llu) for %u slots", c.from_slot, c.owner_slot,
+               static_cast<unsigned long long>(c.blocks), s.slot_count);
+    const rd::snapshot::free_cell& p = s.free_matrix[i ? i - 1 : 0];
+    FUZZ_CHECK(i == 0 || p.from_slot < c.from_slot ||
+                   (p.from_slot == c.from_slot && p.owner_slot < c.owner_slot),
+               "free matrix cells out of order at %zu", i);
+    FUZZ_CHECK(s.freed(c.from_slot, c.owner_slot) == c.blocks, "freed() misses cell %zu", i);
+  }
   std::uint32_t last = 0;
   for (std::size_t i = 0; i < s.threads.size(); ++i) {
     const rd::thread_view& t = s.threads[i];

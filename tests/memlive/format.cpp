@@ -118,10 +118,9 @@ rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
   for (unsigned c = 0; c < tl::kCounterCount; ++c) s.exited[7][c] = c + 1;
   s.resident_bytes = 7u << 20;
   s.slot_count = threads + 1;
-  s.matrix.assign(std::size_t(s.slot_count) * s.slot_count, 0);
   if (threads >= 2) {
-    s.matrix[0 * s.slot_count + 1] = 17;  // slot 0 freed 17 blocks of slot 1's heap
-    s.matrix[1 * s.slot_count + 0] = std::numeric_limits<std::uint64_t>::max();
+    s.free_matrix.push_back({0, 1, 17});  // slot 0 freed 17 blocks of slot 1's heap
+    s.free_matrix.push_back({1, 0, std::numeric_limits<std::uint64_t>::max()});
   }
   return s;
 }
@@ -531,9 +530,7 @@ struct since_case {
   since_case() {
     base = make_snapshot(2, true, true);
     base.slot_count = 3;
-    base.matrix.assign(9, 0);
-    base.matrix[0 * 3 + 1] = 40;
-    base.matrix[1 * 3 + 0] = 5;
+    base.free_matrix = {{0, 1, 40}, {1, 0, 5}};
     now = base;
     rd::thread_view& same = now.threads[0];
     for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
@@ -566,8 +563,7 @@ struct since_case {
     now.madvise_calls += 3;
     now.purges += 4;
     now.overflow_threads += 5;
-    now.matrix[0 * 3 + 1] += 11;
-    now.matrix[2 * 3 + 0] = 12;
+    now.free_matrix = {{0, 1, 40 + 11}, {1, 0, 5}, {2, 0, 12}};
     now.segment_bytes += 4096;  // gauges: as in now
   }
 };
@@ -591,7 +587,7 @@ TEST_CASE("since_baseline: the process totals are exactly now - base, gauges as 
   CHECK(d.overflow_threads == 5);
   CHECK(d.segment_bytes == k.now.segment_bytes);
   CHECK(d.slots_used == k.now.slots_used);
-  REQUIRE(d.matrix.size() == 9);
+  REQUIRE(d.free_matrix.size() == 2);  // the cell that did not grow is left out
   CHECK(d.freed(0, 1) == 11);
   CHECK(d.freed(1, 0) == 0);
   CHECK(d.freed(2, 0) == 12);
@@ -642,13 +638,15 @@ TEST_CASE("since_baseline: counters that went down give 0, another slot count ke
   k.now.mmap_calls = 0;
   k.now.purges = 0;
   k.now.slot_count = 4;
-  k.now.matrix.assign(16, 9);
+  k.now.free_matrix = {{0, 1, 9}, {3, 3, 9}};
   const rd::snapshot d = memlive::detail::since_baseline(k.now, k.base);
   CHECK(d.threads[0].counters[5][tl::c_allocs] == 0);
   CHECK(d.threads[0].slow_paths == 0);
   CHECK(d.mmap_calls == 0);
   CHECK(d.purges == 0);
-  CHECK(d.matrix == k.now.matrix);
+  REQUIRE(d.free_matrix.size() == 2);  // another layout: nothing to subtract
+  CHECK(d.freed(0, 1) == 9);
+  CHECK(d.freed(3, 3) == 9);
   CHECK(memlive::detail::since_baseline(k.base, k.base).total(5, tl::c_allocs) == 0);
 }
 
