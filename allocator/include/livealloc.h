@@ -32,12 +32,16 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>  // malloc_info's FILE
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #ifndef MADV_POPULATE_WRITE  // Linux 5.14; older C libraries' headers lack it (EINVAL at run time)
 #define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MAP_FIXED_NOREPLACE  // Linux 4.17 (an older kernel takes the address as a hint)
+#define MAP_FIXED_NOREPLACE 0x100000
 #endif
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -2342,7 +2346,9 @@ inline int table_disable() noexcept {
 // could mix the parent's later lists with the child's memory. (Atfork handlers registered before
 // livealloc's, which is rare since livealloc registers at its first malloc, run their prepare
 // part after this copy and their child part before the copy is mapped: if the first allocates,
-// the child's copy of the forking thread's heap is stale; if the second does, the child dies.)
+// the child's copy of the forking thread's heap is stale; if the second does, the child dies;
+// if the second is given memory where the heaps go, that memory is left alone and the child has
+// no heaps, and says so.)
 // What is copied: the header and tables, the slots of the heaps that exist (every slot ever
 // taken and reserved: heaps are never unlinked from all_heaps, and fork_prepare holds meta_lock,
 // under which they are linked), the overflow slot (the last one), and the rows of the free matrix
@@ -2427,6 +2433,23 @@ inline bool table_fork_child() noexcept {
   void* anon = g_table.fork_copy;
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
+  // The child inherits nothing at base (MADV_DONTFORK), so an atfork child handler that ran
+  // before this one may have been given memory there: claim the range first, and leave theirs
+  // alone (MAP_FIXED would replace it silently) at the cost of our heaps.
+  // (Another failure, ENOMEM say, tells nothing about the range: then map as before.)
+  void* claim = mmap(g_table.base, g_table.size, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  const bool claimed = claim == g_table.base;
+  const bool taken = claim == MAP_FAILED ? errno == EEXIST : !claimed;
+  if (claim != MAP_FAILED && !claimed) munmap(claim, g_table.size);  // an old kernel's other place
+  if (taken && fd >= 0) {
+    close(fd);
+    fd = -1;
+  }
+  if (taken && anon) {
+    munmap(anon, g_table.size);
+    anon = nullptr;
+  }
   bool mapped = fd >= 0 && table_map_shared(fd, g_table.base);
   if (!mapped && fd >= 0) {
     close(fd);
@@ -2436,6 +2459,7 @@ inline bool table_fork_child() noexcept {
     mapped = mremap(anon, g_table.size, g_table.size, MREMAP_MAYMOVE | MREMAP_FIXED,
                     g_table.base) != MAP_FAILED;
   if (!mapped && anon) munmap(anon, g_table.size);  // (not os_unmap: it counts in the segment)
+  if (!mapped && claimed) munmap(g_table.base, g_table.size);
   if (table_fd_ours()) close(g_table.fd);
   table_keep_fd(fd);
   g_table.file = fd >= 0;
@@ -2446,8 +2470,10 @@ inline bool table_fork_child() noexcept {
     g_table.lost = true;
     message m;
     m << "livealloc: fork child " << static_cast<long long>(g_table.pid)
-      << ": no memory for its copy of the allocator's heaps; it can exec or _exit, and dies if "
-         "it allocates";
+      << (taken ? ": the address of the allocator's heaps was taken (by an atfork handler "
+                  "registered before livealloc's)"
+                : ": no memory for its copy of the allocator's heaps")
+      << "; it can exec or _exit, and dies if it allocates";
     m.print();
     return false;
   }
@@ -4118,6 +4144,59 @@ LIVEALLOC_EXPORT struct mallinfo mallinfo(void) noexcept { return livealloc_mall
 LIVEALLOC_EXPORT struct mallinfo __libc_mallinfo(void) noexcept;
 LIVEALLOC_EXPORT struct mallinfo __libc_mallinfo(void) noexcept {
   return livealloc_mallinfo_narrow();
+}
+// malloc_stats and malloc_info, left to glibc, describe glibc's arena, which holds nothing here
+// (gdb's `call malloc_stats()` on a preloaded process printed zeros). Ours give mallinfo2's
+// figures in glibc's shapes: malloc_stats on stderr, without allocating (a debugger may call it
+// anywhere), malloc_info as XML on `fp`.
+LIVEALLOC_EXPORT void malloc_stats(void) noexcept {
+  const struct mallinfo2 m = mallinfo2();
+  livealloc_abi::message out;
+  auto line = [&out](const char* label, std::size_t v) {
+    char digits[24];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+    out << label << " = ";
+    for (int pad = n; pad < 10; ++pad) out.put(' ');  // glibc's %10u
+    while (n > 0) out.put(digits[--n]);
+    out.put('\n');
+  };
+  out << "livealloc (thread heaps: small and medium blocks):\n";
+  line("system bytes    ", m.arena);
+  line("in use bytes    ", m.uordblks);
+  out << "Total (incl. mmap):\n";
+  line("system bytes    ", m.arena + m.hblkhd);
+  line("in use bytes    ", m.uordblks + m.hblkhd);
+  line("mmap regions    ", m.hblks);
+  line("mmap bytes      ", m.hblkhd);
+  line("cached bytes    ", m.keepcost);
+  line("heaps in use    ", m.ordblks);
+  out.print();
+}
+// options must be 0 (as in glibc): else -1 with errno EINVAL, as for a null fp.
+LIVEALLOC_EXPORT int malloc_info(int options, FILE* fp) noexcept {
+  if (options != 0 || !fp) {
+    errno = EINVAL;
+    return -1;
+  }
+  const struct mallinfo2 m = mallinfo2();
+  const livealloc::stats s = livealloc::get_stats();
+  const auto u = [](std::size_t v) { return static_cast<unsigned long long>(v); };
+  const int r = fprintf(
+      fp,
+      "<malloc version=\"1\" allocator=\"livealloc\">\n"
+      "<total type=\"rest\" size=\"%llu\"/>\n"
+      "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n"
+      "<system type=\"current\" size=\"%llu\"/>\n"
+      "<aspace type=\"total\" size=\"%llu\"/>\n"
+      "<cached size=\"%llu\"/>\n"
+      "<heaps count=\"%llu\" in_use=\"%llu\"/>\n"
+      "<calls mmap=\"%llu\" munmap=\"%llu\" madvise=\"%llu\"/>\n"
+      "</malloc>\n",
+      u(m.uordblks), u(m.hblks), u(m.hblkhd), u(m.arena + m.hblkhd), u(m.arena + m.hblkhd),
+      u(m.keepcost), u(s.heaps), u(s.heaps_in_use), u(s.mmap_calls), u(s.munmap_calls),
+      u(s.madvise_calls));
+  return r < 0 ? -1 : 0;
 }
 
 // (In the preload library, and in a program that defines LIVEALLOC_OVERRIDE: its fork children

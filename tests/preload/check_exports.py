@@ -17,7 +17,8 @@ import sys
 
 REQUIRED = """
 malloc free calloc realloc reallocarray aligned_alloc posix_memalign memalign valloc pvalloc
-malloc_usable_size free_sized free_aligned_sized malloc_trim mallinfo2 mallinfo
+malloc_usable_size free_sized free_aligned_sized malloc_trim mallinfo2 mallinfo malloc_stats
+malloc_info
 __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc
 __libc_pvalloc __libc_mallinfo cfree
 _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t
