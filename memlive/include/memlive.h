@@ -1548,8 +1548,11 @@ class server {
   // cannot be read.
   std::string program();
 
-  // Request handling (public for civetweb's C callback).
+  // Request handling (public for civetweb's C callbacks).
   int handle(mg_connection* conn);
+  // A request civetweb refused before handle() (no HTTP version, a malformed or oversized
+  // header, an unknown version): answered in JSON like every other error, not civetweb's text.
+  void refused(mg_connection* conn, int status, const char* why);
 
  private:
   struct response {
@@ -1664,8 +1667,16 @@ inline const char* reason_phrase(int code) {
       return "Unsupported Media Type";
     case 503:
       return "Service Unavailable";
+    case 414:
+      return "URI Too Long";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 505:
+      return "HTTP Version Not Supported";
     default:
-      return "Internal Server Error";
+      return code >= 400 && code < 500 ? "Bad Request" : "Internal Server Error";
   }
 }
 
@@ -1683,6 +1694,14 @@ inline void server::send(mg_connection* conn, const response& r, bool head) {
   if (!head && r.code != 204 && !r.static_body) h += r.body;
   mg_write(conn, h.data(), h.size());
   if (!head && r.code != 204 && r.static_body) mg_write(conn, r.static_body, size);
+}
+
+inline void server::refused(mg_connection* conn, int status, const char* why) {
+  response r;
+  r.code = status >= 400 && status <= 599 ? status : 400;
+  r.body = json_error(std::string(reason_phrase(r.code)) + (why && *why ? std::string(": ") + why : ""),
+                      nullptr);
+  send(conn, r, false);
 }
 
 inline bool server::host_allowed(const char* host) const {
@@ -2364,6 +2383,14 @@ extern "C" inline int memlive_begin_request(mg_connection* conn) {
   livealloc::trim_thread();
   return code;
 }
+extern "C" inline int memlive_http_error(mg_connection* conn, int status, const char* why) {
+  try {
+    static_cast<server*>(mg_get_user_data(mg_get_context(conn)))->refused(conn, status, why);
+    return 0;  // answered
+  } catch (...) {
+    return 1;  // no memory for ours: civetweb's plain text
+  }
+}
 extern "C" inline int memlive_log_message(const mg_connection*, const char*) {
   return 1;  // civetweb's own logging off: errors reach the caller through start()'s status
 }
@@ -2408,10 +2435,11 @@ inline status server::start(const options& o) {
   const std::string ports = bind_host_ + ":" + std::to_string(o.port);
   const char* config[] = {
       "listening_ports",   ports.c_str(), "num_threads", "24", "request_timeout_ms", "3000",
-      "enable_keep_alive", "no",          nullptr};
+      "enable_keep_alive", "no",          "decode_url",  "no", nullptr};
   mg_callbacks cb{};
   cb.begin_request = memlive_begin_request;
   cb.log_message = memlive_log_message;
+  cb.http_error = memlive_http_error;
   cb.init_thread = memlive_init_thread;
   cb.exit_thread = memlive_exit_thread;
   // civetweb sets SIGPIPE to SIG_IGN for the whole process, in mg_start2 and again in each of

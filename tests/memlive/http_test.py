@@ -319,6 +319,7 @@ def check_malformed(port):
         ("huge header", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX: " % port +
          b"a" * 100000 + b"\r\n\r\n"),
         ("HTTP/1.0 without Host", b"GET /healthz HTTP/1.0\r\n\r\n"),
+        ("HTTP/2.5", b"GET /healthz HTTP/2.5\r\nHost: 127.0.0.1:%d\r\n\r\n" % port),
         ("negative length", b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
          b"Content-Type: application/json\r\nContent-Length: -5\r\n\r\n{}" % port),
         ("short body", b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
@@ -338,6 +339,14 @@ def check_malformed(port):
         m = re.match(rb"HTTP/1\.[01] (\d{3})", first)
         check(took < 11.5 and (not m or int(m.group(1)) >= 400),
               "malformed %s: an error or a close, in %.1f s (got %r)" % (what, took, first))
+        if m:  # also what civetweb refuses itself is answered in JSON, not its plain text
+            head_, _, body = out.partition(b"\r\n\r\n")
+            try:
+                j = json.loads(body)
+            except ValueError:
+                j = None
+            check(b"content-type: application/json" in head_.lower() and isinstance(j, dict)
+                  and j.get("error"), "malformed %s: a JSON error (got %r)" % (what, out[:300]))
         st, _, _ = request(port, "GET", "/healthz")
         check(st == 200, "after malformed %s: still serving" % what)
     for host in ("evil.example:%d" % port, "127.0.0.1", "127.0.0.1:%d" % (port + 1), "",
@@ -551,6 +560,12 @@ def check_baseline(port, p):
     check(st == 400 and j and j.get("field") == "since", "snapshot?since=baseline%%00x: 400 (%d)" % st)
     st, _, j = get_json(port, "/api/history?seconds=1%00junk")
     check(st == 400 and j and j.get("field") == "seconds", "history?seconds=1%%00junk: 400 (%d)" % st)
+    # A path is not decoded into a C string: "%00" ended it, and these were answered as
+    # /healthz, /api/snapshot and the page.
+    for path in ("/healthz%00junk", "/api/snapshot%00.json", "/%00", "/app.js%00.map"):
+        st, _, j = get_json(port, path)
+        check(st == 404 and j and "no such endpoint" in j.get("error", ""),
+              "GET %s: 404 no such endpoint (%d)" % (path, st))
     st, j = post_baseline(port, "", {"Origin": "http://127.0.0.1:%d" % port,
                                      "Content-Type": "Application/JSON"})  # media types ignore case
     check(st == 200 and j and j["ok"] is True and j["baseline"] is True and j["taken_ns"] > 0,
