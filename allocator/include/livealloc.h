@@ -970,7 +970,7 @@ struct table_state {
   // made without the atfork handlers maps no segment at all (see table_map_shared), and its
   // _exit must still tell that the name is not its own.
   pid_t pid = 0;
-  bool lost = false;         // a fork child that got no copy: nothing is mapped at base
+  bool lost = false;         // a fork child that got no copy: its heaps at base are gone
   std::uint64_t fork_slots[(kMaxSlots + 63) / 64] = {};  // fork_prepare's scratch: the slots it copies
   bool linked = false;       // has its /dev/shm name
   dev_t name_dev = 0;        // the file that name was given to: it is removed only while it
@@ -2347,8 +2347,9 @@ inline int table_disable() noexcept {
 // livealloc's, which is rare since livealloc registers at its first malloc, run their prepare
 // part after this copy and their child part before the copy is mapped: if the first allocates,
 // the child's copy of the forking thread's heap is stale; if the second does, the child dies;
-// if the second is given memory where the heaps go, that memory is left alone and the child has
-// no heaps, and says so.)
+// if the second is given memory where the heaps go, the copy does not replace it: the child has
+// no heaps, says so, and must not allocate, as after _Fork: an allocation would write into that
+// memory before it faults.)
 // What is copied: the header and tables, the slots of the heaps that exist (every slot ever
 // taken and reserved: heaps are never unlinked from all_heaps, and fork_prepare holds meta_lock,
 // under which they are linked), the overflow slot (the last one), and the rows of the free matrix
@@ -2434,8 +2435,8 @@ inline bool table_fork_child() noexcept {
   g_table.fork_fd = -1;
   g_table.fork_copy = nullptr;
   // The child inherits nothing at base (MADV_DONTFORK), so an atfork child handler that ran
-  // before this one may have been given memory there: claim the range first, and leave theirs
-  // alone (MAP_FIXED would replace it silently) at the cost of our heaps.
+  // before this one may have been given memory there: claim the range first, and do not map
+  // over theirs (MAP_FIXED would replace it silently), at the cost of our heaps.
   // (Another failure, ENOMEM say, tells nothing about the range: then map as before.)
   void* claim = mmap(g_table.base, g_table.size, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
@@ -2468,6 +2469,14 @@ inline bool table_fork_child() noexcept {
   g_table.pid = getpid();
   if (!mapped) {
     g_table.lost = true;
+    // The process-wide counters (header, exited totals, matrix, control block) lived at base:
+    // they go back to private memory, so that what is mapped there now (when it was taken) is
+    // not written by every large block or exit. The heaps lived there too: an allocation may
+    // still write into that memory before it faults, as nothing can be done about that here.
+    g_proc = &g_fallback_header;
+    g_exited = g_exited_fallback;
+    g_table.matrix = nullptr;
+    g_table.control = nullptr;
     message m;
     m << "livealloc: fork child " << static_cast<long long>(g_table.pid)
       << (taken ? ": the address of the allocator's heaps was taken (by an atfork handler "
@@ -4173,12 +4182,10 @@ LIVEALLOC_EXPORT void malloc_stats(void) noexcept {
   line("heaps in use    ", m.ordblks);
   out.print();
 }
-// options must be 0 (as in glibc): else -1 with errno EINVAL, as for a null fp.
+// As glibc's: options must be 0, else EINVAL is returned (errno is left alone); so is a null fp,
+// which glibc would crash on.
 LIVEALLOC_EXPORT int malloc_info(int options, FILE* fp) noexcept {
-  if (options != 0 || !fp) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (options != 0 || !fp) return EINVAL;
   const struct mallinfo2 m = mallinfo2();
   const livealloc::stats s = livealloc::get_stats();
   const auto u = [](std::size_t v) { return static_cast<unsigned long long>(v); };

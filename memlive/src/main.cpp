@@ -441,6 +441,13 @@ int cmd_snapshot(const args& a) {
   if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
   if (!s.process_alive)
     std::fprintf(stderr, "memlive: note: process %d is gone; this is its stale segment\n", a.pid);
+  if (s.overflow_threads > 0)
+    std::fprintf(stderr,
+                 "memlive: note: %llu thread heap(s) got no slot of their own: their threads "
+                 "share the overflow slot (slot %u), whose counts are their sum; start the "
+                 "process with a larger LIVEALLOC_TELEMETRY_SLOTS (now %u) to see each\n",
+                 static_cast<unsigned long long>(s.overflow_threads),
+                 s.slot_count ? s.slot_count - 1 : 0, s.slot_count);
   std::string out = a.format == "csv"          ? memlive::to_csv(s)
                     : a.format == "prometheus" ? (a.by == "class" ? memlive::to_prometheus_by_class(s)
                                                                   : memlive::to_prometheus(s))

@@ -104,10 +104,10 @@ def forget_segment(pid):
 
 
 class Workload:
-    def __init__(self, path):
+    def __init__(self, path, env=None):
         args = [path] + ["%s:%d:%d:%d" % p for p in PLAN]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=dict(os.environ, **(env or {})))
         line = self.proc.stdout.readline()
         if not line.startswith("ready "):
             self.proc.kill()
@@ -130,10 +130,30 @@ class Workload:
             forget_segment(self.pid)
 
 
+def check_overflow_note(ml, wl):
+    """More threads than slots: the threads without one share the overflow slot, and snapshot
+    says so on stderr (the JSON alone shows one "overflow" thread)."""
+    w = Workload(wl, env={"LIVEALLOC_TELEMETRY_SLOTS": "2"})  # one slot and the overflow slot
+    try:
+        r = run([ml, "snapshot", "--pid", str(w.pid)])
+        snap = json.loads(r.stdout) if r.returncode == 0 else {}
+        n = snap.get("process", {}).get("overflow_threads", 0)
+        m = re.search(r"note: (\d+) thread heap\(s\) got no slot of their own: their threads share "
+                      r"the overflow slot \(slot 1\).*LIVEALLOC_TELEMETRY_SLOTS \(now 2\)", r.stderr)
+        check(r.returncode == 0 and n >= 2 and m is not None and int(m.group(1)) == n,
+              "snapshot notes the %d heaps sharing the overflow slot (stderr: %s)" %
+              (n, r.stderr.strip()))
+        check(w.stop() == 0, "the workload with 2 slots exits 0")
+    finally:
+        w.kill()
+
+
 def snapshot_json(ml, pid):
     r = run([ml, "snapshot", "--pid", str(pid)])
     if not check(r.returncode == 0, "snapshot --pid exits 0 (stderr: %s)" % r.stderr.strip()):
         return None
+    check("overflow slot" not in r.stderr, "snapshot: no overflow-slot note while every thread "
+          "has a slot (stderr: %s)" % r.stderr.strip())
     try:
         return json.loads(r.stdout)
     except ValueError as e:
@@ -736,6 +756,7 @@ def cmd_cli(ml, wl):
             r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus"])
             check(r.returncode == 0, "snapshot --format prometheus: exit 0")
             check_prometheus(r.stdout, want, w.pid)
+        check_overflow_note(ml, wl)
         check_tune(ml, w.pid)
         check_tune_writers_defaults_ranges(ml, w.pid, tmp)
         check_tune_gone(ml, wl)

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -479,22 +480,32 @@ TEST_CASE("units freed in full segments behind newer ones are found again: no ne
 TEST_CASE("an exited thread's pages stay for the purge delay, for the next thread, then go back") {
   la::trim();
   scoped_options opts;
-  opts.set("purge_delay", 300);
+  opts.set("purge_delay", 1000);
   opts.set("page_recycle", 0);
   auto churn = [] {
     std::vector<void*> v;
     for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 pages
     for (void* p : v) la::deallocate(p);
   };
+  const auto start = std::chrono::steady_clock::now();
   std::size_t madvise_before = la::get_stats().madvise_calls;
   std::thread(churn).join();
-  CHECK(la::get_stats().madvise_calls == madvise_before);  // exit kept the memory resident
+  const std::size_t madvise_after_exit = la::get_stats().madvise_calls;
   // The next thread adopts that heap and reuses its pages: no new mapping, no page given back.
   std::size_t maps = la::get_stats().mmap_calls;
   std::thread(churn).join();
-  CHECK(la::get_stats().mmap_calls == maps);
-  CHECK(la::get_stats().madvise_calls == madvise_before);
-  usleep(400 * 1000);
+  const std::size_t maps_after = la::get_stats().mmap_calls;
+  const std::size_t madvise_after_reuse = la::get_stats().madvise_calls;
+  // Both threads run well within the delay (a few ms each). On a machine so loaded that they
+  // took most of it, a purge may have come legitimately: then these checks say nothing.
+  if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(900)) {
+    CHECK(madvise_after_exit == madvise_before);  // exit kept the memory resident
+    CHECK(maps_after == maps);
+    CHECK(madvise_after_reuse == madvise_before);
+  } else {
+    MESSAGE("the two threads took over 900 ms: the checks within the purge delay are skipped");
+  }
+  usleep(1100 * 1000);
   // After the delay, a slow path of any thread (here this one, on a class it has no page of)
   // returns the pooled heap's memory.
   std::vector<void*> v;

@@ -333,8 +333,9 @@ try {
   })).catch(() => null);
   check(baselineRate !== null, "with a baseline, the allocation rates are still computed (ticker: " + baselineRate + "/s)");
   await page.click("#baseline");
-  check(!(await until("baseline off", async () => (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => false)) === false,
-    "the baseline button clears the baseline");
+  const cleared = await until("baseline off", async () => ((await getJSON("/api/baseline")).baseline ? null : true))
+    .catch(() => false);
+  check(cleared === true, "the baseline button clears the baseline");
 
   // Pause and resume from the keyboard; the interval select reconnects the stream.
   await page.locator("body").press("p");
