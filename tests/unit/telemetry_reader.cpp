@@ -1222,3 +1222,41 @@ TEST_CASE("the TELEMETRY.md check catches a page that drifted") {
     CHECK_FALSE(doc_problems(replaced(md, e.first, e.second)).empty());
   }
 }
+
+// The data ranges the reader loads from (detail::written): on tmpfs, pages never written are
+// holes, and a load from one would allocate it. A 64 KiB file with pages 1 and 3 written, and
+// page 5 reserved with fallocate but never written (tmpfs reports it as a hole too: it reads
+// as zeros).
+TEST_CASE("written: only pages that hold data are loaded, at their exact bounds") {
+  char path[] = "/dev/shm/livealloc-test-written-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  unlink(path);
+  const std::uint64_t page = 4096, size = 16 * page;
+  REQUIRE(ftruncate(fd, static_cast<off_t>(size)) == 0);
+  const char one = 1;
+  REQUIRE(pwrite(fd, &one, 1, static_cast<off_t>(1 * page)) == 1);
+  REQUIRE(pwrite(fd, &one, 1, static_cast<off_t>(3 * page + page - 1)) == 1);
+  REQUIRE(fallocate(fd, 0, static_cast<off_t>(5 * page), static_cast<off_t>(page)) == 0);
+  const rd::detail::written data(fd, size);
+  CHECK(data.has(1 * page, 8));
+  CHECK(data.has(1 * page + page - 8, 8));  // ends exactly at the page's end
+  CHECK_FALSE(data.has(1 * page + page - 4, 8));  // runs into the hole of page 2
+  CHECK_FALSE(data.has(0, 4));
+  CHECK_FALSE(data.has(2 * page, 4));
+  CHECK(data.has(3 * page, page));
+  CHECK_FALSE(data.has(5 * page, 8));  // reserved, never written
+  CHECK_FALSE(data.has(size - 8, 8));
+  std::vector<std::uint64_t> cells;
+  data.each_cell(0, size / 8, [&](std::uint64_t i) { cells.push_back(i); });
+  REQUIRE(cells.size() == 2 * page / 8);
+  CHECK(cells.front() == page / 8);
+  CHECK(cells[page / 8 - 1] == 2 * page / 8 - 1);
+  CHECK(cells[page / 8] == 3 * page / 8);
+  CHECK(cells.back() == 4 * page / 8 - 1);
+  // From an offset inside a range: cells counted from there.
+  cells.clear();
+  data.each_cell(page + 16, 4, [&](std::uint64_t i) { cells.push_back(i); });
+  CHECK(cells == std::vector<std::uint64_t>{0, 1, 2, 3});
+  close(fd);
+}
