@@ -4162,13 +4162,11 @@ LIVEALLOC_EXPORT void malloc_stats(void) noexcept {
   const struct mallinfo2 m = mallinfo2();
   livealloc_abi::message out;
   auto line = [&out](const char* label, std::size_t v) {
-    char digits[24];
-    int n = 0;
-    do digits[n++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+    int digits = 1;
+    for (std::size_t rest = v; rest >= 10; rest /= 10) ++digits;
     out << label << " = ";
-    for (int pad = n; pad < 10; ++pad) out.put(' ');  // glibc's %10u
-    while (n > 0) out.put(digits[--n]);
-    out.put('\n');
+    for (; digits < 10; ++digits) out.put(' ');  // glibc's %10u
+    out << static_cast<long long>(v) << "\n";
   };
   out << "livealloc (thread heaps: small and medium blocks):\n";
   line("system bytes    ", m.arena);

@@ -1663,16 +1663,16 @@ inline const char* reason_phrase(int code) {
       return "Length Required";
     case 413:
       return "Payload Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 503:
-      return "Service Unavailable";
     case 414:
       return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
     case 431:
       return "Request Header Fields Too Large";
     case 501:
       return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
     case 505:
       return "HTTP Version Not Supported";
     default:
@@ -1699,8 +1699,9 @@ inline void server::send(mg_connection* conn, const response& r, bool head) {
 inline void server::refused(mg_connection* conn, int status, const char* why) {
   response r;
   r.code = status >= 400 && status <= 599 ? status : 400;
-  r.body = json_error(std::string(reason_phrase(r.code)) + (why && *why ? std::string(": ") + why : ""),
-                      nullptr);
+  std::string text = reason_phrase(r.code);
+  if (why && *why) text += std::string(": ") + why;
+  r.body = json_error(text, nullptr);
   send(conn, r, false);
 }
 
