@@ -1123,11 +1123,11 @@ inline int maps_file(int pid, dev_t dev, ino_t ino) {
 }
 
 // Whether remove_stale may unlink the file `path` (named for `pid`): a regular file, not a
-// symbolic link, whose header (when it has one) names no process that is alive, and whose name's
-// pid is not alive either (for a file too short for a header, or naming another pid). A process
-// that is alive but no longer maps its file exec'd into a program without livealloc (its
-// environment dropped LD_PRELOAD, a static binary): nothing will write the file again, so it is
-// stale too. A file whose lock is held (flock, exclusive: the allocator holds it on its segment
+// symbolic link, whose header (when it has one: our magic and version) names no process that is
+// alive, and whose name's pid is not alive either (for a file without our header, or naming
+// another pid). A process that is alive but no longer maps its file exec'd into a program without
+// livealloc (its environment dropped LD_PRELOAD, a static binary): nothing will write the file
+// again, so it is stale too. A file whose lock is held (flock, exclusive: the allocator holds it on its segment
 // until it ends or execs) is never stale, whatever the pids say: its process may run in another
 // pid namespace that shares /dev/shm, where the pid in its name means another process or none.
 // *st is the file's, for the caller to check that the name still holds it.
@@ -1136,15 +1136,21 @@ inline bool sweepable(const std::string& path, int pid, struct stat* st) {
   if (fd < 0) return false;
   bool ok = fstat(fd, st) == 0 && S_ISREG(st->st_mode) &&
             !(flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK);
+  using H = telemetry::segment_header;
+  unsigned char h[kHeaderSize];
+  std::uint32_t version = 0;
   std::int32_t header_pid = 0;
   std::uint64_t start_ns = 0;
-  const bool header =
-      ok && st->st_size >= static_cast<off_t>(kHeaderSize) &&
-      pread(fd, &header_pid, sizeof header_pid, offsetof(telemetry::segment_header, pid)) ==
-          static_cast<ssize_t>(sizeof header_pid) &&
-      pread(fd, &start_ns, sizeof start_ns, offsetof(telemetry::segment_header, start_ns)) ==
-          static_cast<ssize_t>(sizeof start_ns);
+  bool header = ok && st->st_size >= static_cast<off_t>(kHeaderSize) &&
+                pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                memcmp(h + offsetof(H, magic), telemetry::kMagic, sizeof telemetry::kMagic) == 0;
   ::close(fd);
+  if (header) {
+    memcpy(&version, h + offsetof(H, version), sizeof version);
+    memcpy(&header_pid, h + offsetof(H, pid), sizeof header_pid);
+    memcpy(&start_ns, h + offsetof(H, start_ns), sizeof start_ns);
+    header = version == telemetry::kVersion;  // another layout's pid is not where ours is
+  }
   if (!ok) return false;
   if (header && header_pid == pid)
     return !segment_owner_alive(pid, start_ns) || maps_file(pid, st->st_dev, st->st_ino) == 0;

@@ -216,8 +216,9 @@ struct assignment {
 };
 
 // Parses "name=value". The name is lower-case letters, digits and '_' (upper case is folded, so
-// PAGE_RECYCLE=4 works); the value a decimal integer with an optional sign, or true/false/on/off
-// (1/0, for bool options). False and a message naming the field otherwise; *out is untouched then.
+// PAGE_RECYCLE=4 works); the value a decimal integer with an optional sign, a JSON number that
+// is whole ("8.0", "1e3", as POST /api/options takes it), or true/false/on/off (1/0, for bool
+// options). False and a message naming the field otherwise; *out is untouched then.
 bool parse_assignment(const std::string& text, assignment* out, std::string* error);
 
 // Checks an assignment against the options a segment publishes: known name, live, 0/1 for a
@@ -1102,6 +1103,29 @@ inline bool is_whole_number(const std::string& v) {
   const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
   return v.size() > sign && v.find_first_not_of("0123456789", sign) == std::string::npos;
 }
+
+// A whole number written as an integer ("8", "+8", "-3"), or as a JSON number with a fraction
+// or an exponent that leaves it whole ("8.0", "1e3"), as POST /api/options takes it. 1: *out
+// holds it; 0: not a whole number; -1: a whole number outside 64 bits.
+inline int parse_whole(const std::string& text, std::int64_t* out) {
+  if (parse_int(text, out)) return 1;
+  if (is_whole_number(text)) return -1;
+  const std::size_t b = !text.empty() && text[0] == '+' ? 1 : 0;
+  if (b && text.size() > 1 && text[1] == '-') return 0;  // "+-5.0" is no number
+  // JSON's grammar (so no inf, nan, hex or "8."), without the blanks it allows around a value.
+  if (text.size() <= b || !(text[b] == '-' || (text[b] >= '0' && text[b] <= '9')) ||
+      !(text.back() >= '0' && text.back() <= '9') ||
+      text.find_first_not_of("0123456789+-.eE", b) != std::string::npos)  // a NUL ends a parse
+    return 0;
+  const nlohmann::json j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(b),
+                                                 text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_number_float()) return 0;  // discarded (malformed), or "+-5"
+  const double d = j.get<double>();
+  if (std::trunc(d) != d) return 0;
+  if (std::abs(d) >= 9223372036854775808.0) return -1;  // 2^63 and beyond
+  *out = static_cast<std::int64_t>(d);
+  return 1;
+}
 }  // namespace detail
 
 inline bool parse_assignment(const std::string& text, assignment* out, std::string* error) {
@@ -1125,10 +1149,9 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   const bool word = value == "true" || value == "on" || value == "false" || value == "off";
   if (word) {
     v = value == "true" || value == "on";
-  } else if (!detail::parse_int(value, &v)) {
+  } else if (const int whole = detail::parse_whole(value, &v); whole != 1) {
     return fail("option '" + name + "': '" + value + "' is not " +
-                (detail::is_whole_number(value) ? "a 64-bit integer (out of range)"
-                                                : "a whole number"));
+                (whole < 0 ? "a 64-bit integer (out of range)" : "a whole number"));
   }
   out->name = std::move(name);
   out->value = v;

@@ -120,7 +120,8 @@ constexpr const char* kTuneHelp =
     "\n"
     "options:\n"
     "  --pid N        the process (required; it must run as your user: tuning writes its segment)\n"
-    "  name=value     an option below and an integer, or true/false/on/off\n"
+    "  name=value     an option below (any case) and a whole number (8, 8.0 and 1e3 as in\n"
+    "                 POST /api/options), or true/false/on/off\n"
     "  name=default   the option's default, as the process publishes it\n"
     "  -h, --help     this text\n"
     "\n"
@@ -265,6 +266,10 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
   };
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--") {  // the end of the options (run takes its program's arguments before this)
+      a->positional.insert(a->positional.end(), argv + i + 1, argv + argc);
+      break;
+    }
     if (arg == "--help" || arg == "-h") {
       a->help = true;
       continue;
@@ -300,6 +305,16 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       value = argv[++i];
     }
     long long n = 0;
+    // A positive whole number too large for `hi` is out of range, not "not a number".
+    auto positive = [&](long long hi, long long* out, const std::string& what) {
+      if (parse_number(value, 1, hi, out)) return true;
+      *error = arg + ": '" + value + "' is " +
+               (memlive::detail::is_whole_number(value) && value[0] != '-' && value != "0" &&
+                        value != "+0"
+                    ? "too large (at most " + std::to_string(hi) + ")"
+                    : "not a positive number" + what);
+      return false;
+    };
     if (arg == "--pid") {
       if (!parse_number(value, 1, 0x7fffffff, &n)) {
         *error = "--pid: '" + value + "' is not a process id";
@@ -333,21 +348,16 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
     } else if (arg == "--out") {
       a->out = value;
     } else if (arg == "--interval") {
-      // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000).
-      if (!parse_number(value, 1, std::numeric_limits<int>::max(), &a->interval_ms)) {
-        *error = "--interval: '" + value + "' is not a positive number of milliseconds";
-        return false;
+      // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000), and
+      // says it for a number past 64 bits too.
+      if (!positive(std::numeric_limits<long long>::max(), &a->interval_ms, " of milliseconds")) {
+        if (error->find("too large") == std::string::npos) return false;
+        a->interval_ms = std::numeric_limits<long long>::max();
       }
     } else if (arg == "--count") {
-      if (!parse_number(value, 1, 1000000000, &a->count)) {
-        *error = "--count: '" + value + "' is not a positive number";
-        return false;
-      }
+      if (!positive(1000000000, &a->count, "")) return false;
     } else if (arg == "--duration") {
-      if (!parse_number(value, 1, 31536000, &a->duration_s)) {
-        *error = "--duration: '" + value + "' is not a positive number of seconds";
-        return false;
-      }
+      if (!positive(31536000, &a->duration_s, " of seconds")) return false;
     }
   }
   return true;
@@ -369,6 +379,26 @@ std::string format_age(std::uint64_t start_ns) {
     std::snprintf(buf, sizeof buf, "%lluh%02llum", static_cast<unsigned long long>(s / 3600),
                   static_cast<unsigned long long>(s / 60 % 60));
   return buf;
+}
+
+// `text` for one cell of a terminal table: control bytes and the backslash as C escapes, so that
+// a program named with a newline or an escape sequence stays on its row and moves no cursor.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 int cmd_list(const args& a) {
@@ -401,10 +431,10 @@ int cmd_list(const args& a) {
       } else {
         state = "running";
       }
-      std::string program = e.valid ? e.program : "?";
+      std::string program = e.valid ? printable(e.program) : "?";
       std::printf("%-8d %-24s %7s %8s  %s\n", e.pid, program.c_str(),
                   e.valid ? std::to_string(e.threads_alive).c_str() : "-",
-                  e.valid ? format_age(e.start_ns).c_str() : "-", state.c_str());
+                  e.valid ? format_age(e.start_ns).c_str() : "-", printable(state).c_str());
     }
   }
   if (a.clean) {
@@ -444,8 +474,9 @@ int cmd_snapshot(const args& a) {
   if (s.overflow_threads > 0)
     std::fprintf(stderr,
                  "memlive: note: %llu thread heap(s) got no slot of their own: their threads "
-                 "share the overflow slot (slot %u), whose counts are their sum; start the "
-                 "process with a larger LIVEALLOC_TELEMETRY_SLOTS (now %u) to see each\n",
+                 "share the overflow slot (slot %u), whose counts are their sum as of each one's "
+                 "last 256th slow path (the totals miss the rest); start the process with a "
+                 "larger LIVEALLOC_TELEMETRY_SLOTS (now %u) to see each\n",
                  static_cast<unsigned long long>(s.overflow_threads),
                  s.slot_count ? s.slot_count - 1 : 0, s.slot_count);
   std::string out = a.format == "csv"          ? memlive::to_csv(s)
@@ -471,7 +502,8 @@ int cmd_tune(const args& a) {
     if (!memlive::parse_assignment(text, &x, &err)) {
       std::string name_err;  // the name's checks, with a stand-in value
       // A whole number past 64 bits is out of every option's range: exit 7, like any other.
-      if ((value != "default" && !memlive::detail::is_whole_number(value)) ||
+      std::int64_t unused = 0;
+      if ((value != "default" && memlive::detail::parse_whole(value, &unused) >= 0) ||
           !memlive::parse_assignment(text.substr(0, eq + 1) + "0", &x, &name_err))
         return usage_error("tune: " + err + "; nothing applied");
       odd = value;
@@ -956,7 +988,7 @@ int cmd_run(const args& a) {
     rd::remove_stale_segment(pid, a.dir);  // in case it published just before it ended
     std::fprintf(stderr,
                  "memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
-                 pid, a.program[0].c_str(), describe_status(ws).c_str());
+                 pid, printable(a.program[0]).c_str(), describe_status(ws).c_str());
     return exit_code_of(ws);
   }
 
@@ -970,7 +1002,7 @@ int cmd_run(const args& a) {
     return fail(static_cast<error_kind>(1), "run: " + st.message);
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
-               a.program[0].c_str(), opts.host.c_str(), st.port);
+               printable(a.program[0]).c_str(), opts.host.c_str(), st.port);
   std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
   while (!exited) {
     if (waitpid(pid, &ws, WNOHANG) == pid) {
@@ -984,14 +1016,17 @@ int cmd_run(const args& a) {
     }
     usleep(20000);
   }
-  std::string name = srv.program();  // after an exec, the image that ran last
-  if (name.empty()) name = a.program[0];
+  // The program as given, unless it exec'd another: then the image that ran last, as its
+  // segment names it (argv[0]'s last component, up to 63 bytes).
+  std::string name = a.program[0];
+  const std::string last = srv.program();
+  if (!last.empty() && last != name.substr(name.rfind('/') + 1).substr(0, 63)) name = last;
   // A program that a signal ended (our SIGTERM at Ctrl-C, a kill -9) left its segment's name:
   // ours to remove, it is our child. The server keeps the segment mapped, last state and all.
   rd::remove_stale_segment(pid, a.dir);
   // memlive's own lines go to stderr: the program shares stdout, which is the program's alone
   // (`memlive run -- prog > out.txt` holds prog's output and nothing else).
-  std::fprintf(stderr, "memlive: process %d (%s) %s\n", pid, name.c_str(),
+  std::fprintf(stderr, "memlive: process %d (%s) %s\n", pid, printable(name).c_str(),
                describe_status(ws).c_str());
   if (!a.exit_when_done && !g_stop) {
     std::fprintf(stderr, "memlive: still serving its last state at http://%s:%d/ (Ctrl-C stops)\n",

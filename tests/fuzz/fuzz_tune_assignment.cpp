@@ -4,12 +4,15 @@
 //
 // Properties, besides no crash or undefined behaviour:
 //  - parse_assignment accepts exactly: a non-empty name of [A-Za-z0-9_] (folded to lower case),
-//    '=', and a value that is true/on/false/off or an optionally signed decimal int64; the name
-//    and value it returns are those; a refusal has a message and leaves no partial result;
+//    '=', and a value that is true/on/false/off, an optionally signed decimal int64, or a JSON
+//    number (optionally after '+') whose value is whole and within int64; the name and value it
+//    returns are those; a refusal has a message and leaves no partial result;
 //  - parse_int agrees with a reference: [+-]?[0-9]+ that fits in int64, same value;
 //  - check_assignment accepts only a published, live option with the value in [min, max] (0/1
 //    for a bool; true/false/on/off for a bool only), and a refusal names the option.
 #include <memlive.h>
+
+#include <cmath>
 
 #include "fuzz_common.h"
 
@@ -39,6 +42,36 @@ bool reference_int(const std::string& s, std::int64_t* out) {
     v = -v;
   }
   *out = v;
+  return true;
+}
+
+// Reference for the other whole numbers: '+'? then JSON's number grammar,
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by strtod (the C locale here), whole and
+// below 2^63 in magnitude.
+bool reference_json_whole(const std::string& s, std::int64_t* out) {
+  std::size_t i = s.size() > 0 && s[0] == '+' ? 1 : 0;
+  const std::size_t start = i;
+  auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < s.size() && s[i] == '-' && start == 0) ++i;  // a sign, not two
+  if (i < s.size() && s[i] == '0') {
+    ++i;
+  } else if (i == s.size() || s[i] < '1' || s[i] > '9' || digits() == 0) {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.' && (++i, digits() == 0)) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  if (i != s.size()) return false;
+  const double d = std::strtod(s.c_str() + start, nullptr);
+  if (!std::isfinite(d) || std::trunc(d) != d || std::fabs(d) >= 9223372036854775808.0) return false;
+  *out = static_cast<std::int64_t>(d);
   return true;
 }
 
@@ -80,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     else if (value == "false" || value == "off")
       v = 0;
     else
-      expect = reference_int(value, &v);
+      expect = reference_int(value, &v) || reference_json_whole(value, &v);
   }
   FUZZ_CHECK(parsed == expect, "parse_assignment('%s') = %d, want %d (%s)", text.c_str(), parsed,
              expect, err.c_str());

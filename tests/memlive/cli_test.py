@@ -325,6 +325,16 @@ def check_tune(ml, pid):
     refused(["telemetry_slots=8"], 7, "telemetry_slots", "not live")
     refused(["remote_batch=7", "page_recycle=abc"], 2, "page_recycle", "not a number")
     refused(["page_recycle"], 2, "page_recycle", "without =")
+    refused(["page_recycle=8.5"], 2, "not a whole number", "with a fraction")
+    refused(["page_recycle=1e30"], 7, "out of range", "past 64 bits as a float")
+
+    # Whole numbers written as POST /api/options takes them (8.0, 1e3), after "--".
+    r = run([ml, "tune", "--pid", str(pid), "--", "page_recycle=%d.0" % pr["effective"],
+             "remote_batch=%de0" % rb["effective"]])
+    check(r.returncode == 0 and "page_recycle = %d: accepted" % pr["effective"] in r.stdout and
+          "remote_batch = %d: accepted" % rb["effective"] in r.stdout,
+          "tune -- 8.0 and 32e0: accepted as whole numbers (got %d: %s%s)" %
+          (r.returncode, r.stdout, r.stderr))
 
 
 def check_record(ml, pid, tmp):
@@ -586,6 +596,10 @@ def check_errors(ml, workload_pid, tmp):
          "from 10"),
         (["record", "--pid", str(workload_pid), "--interval", "86400001", "--out", "/dev/null"],
          "from 10 to 86400000"),
+        (["record", "--pid", str(workload_pid), "--interval", "99999999999999999999999",
+          "--out", "/dev/null"], "from 10 to 86400000"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--count", "99999999999",
+          "--out", "/dev/null"], "--count: '99999999999' is too large"),
         (["record", "--pid", str(workload_pid), "--interval", "10"], "--out FILE is required"),
         (["list", "--bogus"], "unknown option"),
         (["tune", "--pid", str(workload_pid)], "at least one name=value"),
@@ -666,6 +680,29 @@ def check_errors(ml, workload_pid, tmp):
     check("unreadable: " in r.stdout and "removed 0 stale segments" in r.stdout and
           os.listdir(reused_dir), "list --clean keeps a file whose header names a live process: %s"
           % r.stdout.strip())
+    # ... unless that header is not ours: another magic or another version of the layout says
+    # nothing of where its pid is, and the dead pid of the name decides.
+    for what, at_, value in (("magic", 0, b"NOTLIVEA"), ("version", 8, (99).to_bytes(4, "little"))):
+        odd = bytearray(seg)
+        odd[at_:at_ + len(value)] = value
+        open(os.path.join(reused_dir, "livealloc.%d" % dead), "wb").write(odd)
+        r = run([ml, "list", "--clean", "--dir", reused_dir])
+        check("stale: process gone; unreadable" in r.stdout and "removed 1 stale segment" in
+              r.stdout and not os.listdir(reused_dir),
+              "list --clean removes a dead pid's file with another %s: %s" % (what,
+                                                                            r.stdout.strip()))
+    # A program name with a newline and an escape sequence: one row, the bytes escaped.
+    at = seg.find(b"memlive_workload\0", 0, 4096)
+    check(at >= 0, "the workload's program name is in its segment's header")
+    odd = bytearray(seg)
+    odd[at:at + 17] = b"we\nird\\\x1b[31mx\0\0\0\0"
+    open(os.path.join(reused_dir, "livealloc.%d" % workload_pid), "wb").write(odd)
+    r = run([ml, "list", "--dir", reused_dir])
+    rows = [line for line in r.stdout.splitlines() if str(workload_pid) in line]
+    check(r.returncode == 0 and len(r.stdout.splitlines()) == 3 and len(rows) == 1 and
+          "we\\nird\\\\\\x1b[31mx" in rows[0] and "\x1b" not in r.stdout,
+          "list escapes a program name's control bytes: %r" % r.stdout)
+    os.unlink(os.path.join(reused_dir, "livealloc.%d" % workload_pid))
 
     # A segment of another user (not root) that names a live process of someone else: refused.
     forged_dir = os.path.join(tmp, "forged")
