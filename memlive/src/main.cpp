@@ -308,10 +308,11 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
     // A positive whole number too large for `hi` is out of range, not "not a number".
     auto positive = [&](long long hi, long long* out, const std::string& what) {
       if (parse_number(value, 1, hi, out)) return true;
+      std::int64_t v = 0;
+      const bool big = memlive::detail::is_whole_number(value) && value[0] != '-' &&
+                       (!memlive::detail::parse_int(value, &v) || v > hi);
       *error = arg + ": '" + value + "' is " +
-               (memlive::detail::is_whole_number(value) && value[0] != '-' && value != "0" &&
-                        value != "+0"
-                    ? "too large (at most " + std::to_string(hi) + ")"
+               (big ? "too large (at most " + std::to_string(hi) + ")"
                     : "not a positive number" + what);
       return false;
     };
