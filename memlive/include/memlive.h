@@ -1286,6 +1286,9 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //   GET  /               the live page (web/src, embedded at build time) and its files:
 //                        /index.html /app.js /style.css /chart.umd.js ...; GET /favicon.ico 204
 //   anything else        404 {"error","field":null}; a known path with another method 405.
+//                        An absolute-form target http://HOST:PORT/path is served as the path
+//                        (HOST:PORT checked as Host is, the Host header ignored); the asterisk-form
+//                        `*` and another scheme 400.
 // Security: listens on 127.0.0.1 unless told otherwise; a Host header that is not
 // 127.0.0.1:PORT, localhost:PORT or HOST:PORT -> 403 (DNS rebinding); a POST whose Origin is
 // present and not http://<one of those> -> 403, whose Content-Type is not JSON -> 415, whose body
@@ -1576,6 +1579,8 @@ class server {
   // A request civetweb refused before handle() (no HTTP version, a malformed or oversized
   // header, an unknown version): answered in JSON like every other error, not civetweb's text.
   void refused(mg_connection* conn, int status, const char* why);
+  // A request civetweb read and then dropped unanswered (a target it maps to no path).
+  void unmapped(mg_connection* conn);
 
  private:
   struct response {
@@ -1588,6 +1593,7 @@ class server {
   };
 
   bool host_allowed(const char* host) const;
+  response host_refused(const char* what) const;  // 403: `what` (Host, the target) is not ours
   bool origin_allowed(const char* origin) const;
   response snapshot_response();
   response options_response();
@@ -1728,6 +1734,35 @@ inline void server::refused(mg_connection* conn, int status, const char* why) {
   send(conn, r, false);
 }
 
+inline server::response server::host_refused(const char* what) const {
+  response r;
+  r.code = 403;
+  const std::string p = ":" + std::to_string(port_);
+  r.body = json_error(std::string(what) + " must be 127.0.0.1" + p +
+                          (bind_host_ != "127.0.0.1" ? ", " + bind_host_ + p : "") +
+                          " or localhost" + p,
+                      nullptr);
+  return r;
+}
+
+// civetweb 1.15 closes the connection without a word when it maps a request's target to no path
+// of its own ("TODO: handle non-local request (PROXY)"): the asterisk-form `*` (as in `OPTIONS *`)
+// and an absolute-form target whose port is not ours. memlive_connection_close calls this for a
+// request that was read and not answered, before civetweb closes the socket.
+inline void server::unmapped(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  response r;
+  if (std::strcmp(ri->request_uri, "*") == 0) {
+    r.code = 400;
+    r.body = json_error("the request target * (asterisk-form) names no resource: this server "
+                        "answers no OPTIONS request; ask for a path",
+                        nullptr);
+  } else {
+    r = host_refused("the host of an absolute-form target");  // another port
+  }
+  send(conn, r, ri->request_method && std::strcmp(ri->request_method, "HEAD") == 0);
+}
+
 inline bool server::host_allowed(const char* host) const {
   if (!host) return false;  // HTTP/1.0 without Host: refused, it cannot be checked
   const std::string h = host;
@@ -1841,15 +1876,26 @@ inline int server::handle(mg_connection* conn) {
   const std::string method = ri->request_method ? ri->request_method : "";
   const bool head = method == "HEAD";
   response r;
-  if (!host_allowed(mg_get_header(conn, "Host"))) {
-    r.code = 403;
-    const std::string p = ":" + std::to_string(port_);
-    r.body = json_error("the Host header must be 127.0.0.1" + p +
-                            (bind_host_ != "127.0.0.1" ? ", " + bind_host_ + p : "") +
-                            " or localhost" + p,
-                        nullptr);
+  // An absolute-form target (RFC 9112 3.2.2, "http://127.0.0.1:PORT/path") names the server
+  // itself: its authority is checked as a Host header would be, and the Host header is ignored.
+  // civetweb passes it here only when its port is ours (see unmapped() for the rest).
+  const char* target = ri->request_uri ? ri->request_uri : "";
+  const char* host = mg_get_header(conn, "Host");
+  std::string authority;
+  if (target[0] != '/') {
+    if (strncasecmp(target, "http://", 7) != 0) {
+      r.code = 400;
+      r.body = json_error("the request target must be a path or http://HOST:PORT/path", nullptr);
+      send(conn, r, head);
+      return r.code;
+    }
+    authority.assign(target + 7, std::strcspn(target + 7, "/"));
+    host = authority.c_str();
+  }
+  if (!host_allowed(host)) {
+    r = host_refused(authority.empty() ? "the Host header" : "the host of an absolute-form target");
     send(conn, r, head);
-    return 403;
+    return r.code;
   }
   const std::string path = ri->local_uri ? ri->local_uri : "";
   const bool get = method == "GET" || head;
@@ -2388,7 +2434,11 @@ inline int probe_bind(const in_addr& addr, int port) {
   return e;
 }
 
+// Marks a connection whose request has been answered (see memlive_connection_close).
+inline char answered_mark;
+
 extern "C" inline int memlive_begin_request(mg_connection* conn) {
+  mg_set_user_connection_data(conn, &answered_mark);
   const mg_request_info* ri = mg_get_request_info(conn);
   auto* self = ri ? static_cast<server*>(ri->user_data) : nullptr;
   if (!self) return 0;
@@ -2408,11 +2458,23 @@ extern "C" inline int memlive_begin_request(mg_connection* conn) {
   return code;
 }
 extern "C" inline int memlive_http_error(mg_connection* conn, int status, const char* why) {
+  mg_set_user_connection_data(conn, &answered_mark);
   try {
     static_cast<server*>(mg_get_user_data(mg_get_context(conn)))->refused(conn, status, why);
     return 0;  // answered
   } catch (...) {
     return 1;  // no memory for ours: civetweb's plain text
+  }
+}
+// civetweb calls this before it closes a connection (its user data is reset for each one): a
+// request it read (a method and target) that neither begin_request nor http_error answered was
+// dropped by civetweb, and gets its JSON error now.
+extern "C" inline void memlive_connection_close(const mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  if (mg_get_user_connection_data(conn) || !ri || !ri->request_method || !ri->request_uri) return;
+  try {
+    static_cast<server*>(ri->user_data)->unmapped(const_cast<mg_connection*>(conn));
+  } catch (...) {  // no memory: closed without an answer, as before
   }
 }
 extern "C" inline int memlive_log_message(const mg_connection*, const char*) {
@@ -2457,13 +2519,17 @@ inline status server::start(const options& o) {
   opts_ = o;
   bind_host_ = ip;
   const std::string ports = bind_host_ + ":" + std::to_string(o.port);
+  // An absolute-form target reaches begin_request only with civetweb's "authentication domain"
+  // check off (else its host must be "mydomain.com"); handle() checks its host instead.
   const char* config[] = {
       "listening_ports",   ports.c_str(), "num_threads", "24", "request_timeout_ms", "3000",
-      "enable_keep_alive", "no",          "decode_url",  "no", nullptr};
+      "enable_keep_alive", "no",          "decode_url",  "no", "enable_auth_domain_check", "no",
+      nullptr};
   mg_callbacks cb{};
   cb.begin_request = memlive_begin_request;
   cb.log_message = memlive_log_message;
   cb.http_error = memlive_http_error;
+  cb.connection_close = memlive_connection_close;
   cb.init_thread = memlive_init_thread;
   cb.exit_thread = memlive_exit_thread;
   // civetweb sets SIGPIPE to SIG_IGN for the whole process, in mg_start2 and again in each of

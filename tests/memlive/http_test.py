@@ -365,6 +365,43 @@ def check_malformed(port):
         check(st == 405 and "allow" in h, "%s %s: 405 with Allow (got %d)" % (method, path, st))
 
 
+def raw_answer(port, data):
+    """(status or None, body parsed as JSON or None) of the answer to the raw request data."""
+    out = raw(port, data)
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", out)
+    try:
+        j = json.loads(out.partition(b"\r\n\r\n")[2])
+    except ValueError:
+        j = None
+    return (int(m.group(1)) if m else None), j
+
+
+def check_request_targets(port):
+    """Absolute-form targets (RFC 9112 3.2.2) for this server are served, and every other target
+    civetweb maps to no path (`*`, another port) gets a JSON error; civetweb closed those
+    without a word."""
+    cases = [
+        ("absolute-form, this server", b"http://127.0.0.1:%d/healthz" % port, "GET", 200),
+        ("absolute-form, localhost", b"http://localhost:%d/healthz" % port, "GET", 200),
+        ("absolute-form, another host", b"http://evil.example:%d/healthz" % port, "GET", 403),
+        ("absolute-form, another port", b"http://127.0.0.1:%d/healthz" % (port + 1), "GET", 403),
+        ("absolute-form, https", b"https://127.0.0.1:%d/healthz" % port, "GET", 400),
+        ("asterisk-form", b"*", "OPTIONS", 400),
+        ("asterisk-form GET", b"*", "GET", 400),
+    ]
+    for what, target, method, want in cases:
+        st, j = raw_answer(port, b"%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" %
+                           (method.encode(), target, port))
+        good = isinstance(j, dict) and (j.get("ok") if want == 200 else j.get("error"))
+        check(st == want and good,
+              "%s %s: %d JSON (got %s %s)" % (method, target.decode(), want, st, j))
+    # The target's authority stands for Host, which is ignored (RFC 9112 3.2.2).
+    st, j = raw_answer(port, b"GET http://127.0.0.1:%d/api/baseline HTTP/1.1\r\n"
+                       b"Host: evil.example\r\n\r\n" % port)
+    check(st == 200 and j and "baseline" in j,
+          "absolute-form target with another Host header: served (got %s %s)" % (st, j))
+
+
 class Stream:
     """An SSE client on a raw socket: connect(), then events() as they come."""
 
@@ -642,6 +679,7 @@ def cmd_inprocess(app):
         check_endpoints(port, pid, want)
         check_options(port, "the ticker thread reaches slow paths")
         check_malformed(port)
+        check_request_targets(port)
         check_body_checks(port)
         check_big_answers(port)
         check_stream(port, pid)
