@@ -2042,10 +2042,13 @@ inline server::response server::read_json_body(mg_connection* conn, std::string*
   for (;;) {
     char c;
     const int n = mg_read(conn, &c, 1);
-    if (n <= 0) break;
-    if (steady_ms() > deadline)
+    // A read that waited civetweb's request_timeout_ms (kBodyDeadlineMs) in vain returns what
+    // the client's end of the body returns: past the deadline it is the timeout.
+    const bool late = steady_ms() >= deadline;
+    if (n <= 0 && !late) break;  // the client shut down its side: the body ended
+    if (late)
       return error(408, "the body did not arrive within " + std::to_string(kBodyDeadlineMs / 1000) +
-                            " s");
+                            " s (" + std::to_string(body->size()) + " bytes of it did)");
     body->push_back(c);
     if (body->size() > kMaxBody)
       return error(413, "the body is larger than " + std::to_string(kMaxBody) + " bytes");

@@ -314,6 +314,20 @@ def check_body_checks(port):
         s.close()
     check(out.startswith(b"HTTP/1.1 408") and b"within 3 s" in out and sent < 30,
           "POST with a body trickled a byte a second: 408 after %d of 30 bytes (%r)" % (sent, out[:120]))
+    # A body that stalls, the socket kept open: 408 when the 3 s are up (civetweb's read timed
+    # out and was taken for the client's end of the body: 400 "the body ended after 18").
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    try:
+        t0 = time.time()
+        s.sendall(b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: 100\r\n\r\n{\"page_recycle\": 3" % port)
+        out = s.recv(65536)
+        took = time.time() - t0
+    finally:
+        s.close()
+    check(out.startswith(b"HTTP/1.1 408") and b"within 3 s (18 bytes of it did)" in out and
+          2.5 < took < 4.5, "POST with a stalled body (18 of 100 bytes): 408 after %.1f s (%r)" %
+          (took, out[:200]))
 
 
 def check_malformed(port):
