@@ -1268,6 +1268,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        Ticks fall on multiples of the interval of the monotonic clock, and
 //                        each tick's JSON is built once and shared by every client on it.
 //                        Between ticks further apart, a `:` comment every kStreamHeartbeatMs.
+//                        HEAD: the same headers (no Content-Length), no body.
 //   GET  /api/history    ?seconds=N (1..kept, default 60 or what is kept): the samples of the
 //                        last N seconds as a JSON array of memlive.snapshot/1 objects, oldest
 //                        first. A sampler thread ("memlive-hist") takes one sample per history
@@ -1598,7 +1599,7 @@ class server {
   response snapshot_response();
   response options_response();
   response post_options(mg_connection* conn);
-  void stream(mg_connection* conn, const char* query);
+  void stream(mg_connection* conn, const char* query, bool head);  // head: the headers only
   // The shared sample for `tick`: the one already built if it is for this tick or a later
   // one, or at most `slack` ms older; else a new one.
   std::shared_ptr<const std::string> sample(std::uint64_t tick, std::uint64_t slack = 0);
@@ -1945,8 +1946,8 @@ inline int server::handle(mg_connection* conn) {
     r.body = json_error(
         "method " + method + " not allowed on " + path + " (allowed: " + allow + ")", nullptr);
     r.headers = std::string("Allow: ") + allow + "\r\n";
-  } else if (path == "/api/stream" && !head) {
-    stream(conn, ri->query_string);
+  } else if (path == "/api/stream") {
+    stream(conn, ri->query_string, head);
     return 200;
   } else if (path == "/healthz") {
     writer w(r.body);
@@ -1963,9 +1964,8 @@ inline int server::handle(mg_connection* conn) {
     r = history_response(ri->query_string);
   } else if (path == "/api/baseline") {
     r = baseline_request(conn, "GET");
-  } else if (path == "/api/snapshot" || path == "/api/stream") {
+  } else if (path == "/api/snapshot") {
     r = snapshot_response();
-    if (path == "/api/stream") r.type = "text/event-stream";
   } else if (path == "/metrics") {
     r = metrics_response(ri->query_string);
   } else if (path == "/api/options") {
@@ -2316,7 +2316,7 @@ inline server::response server::since_response(const char* query) {
 }
 
 // One SSE client: holds this civetweb worker thread until the client goes away or stop().
-inline void server::stream(mg_connection* conn, const char* query) {
+inline void server::stream(mg_connection* conn, const char* query, bool head_only) {
   long long interval = opts_.stream_interval_ms;
   char value[32];
   const int n = query_var(query, "interval_ms", value, sizeof value);
@@ -2329,7 +2329,7 @@ inline void server::stream(mg_connection* conn, const char* query) {
       r.body = json_error("interval_ms must be a whole number of milliseconds from " +
                               std::to_string(kMinStreamMs) + " to " + std::to_string(kMaxStreamMs),
                           &field);
-      send(conn, r, false);
+      send(conn, r, head_only);
       return;
     }
     interval = v;
@@ -2342,18 +2342,20 @@ inline void server::stream(mg_connection* conn, const char* query) {
     r.body = json_error("too many streams: " + std::to_string(kMaxStreams) +
                         " clients are connected to /api/stream already",
                         nullptr);
-    send(conn, r, false);
+    send(conn, r, head_only);
     return;
   }
   struct leave {
     std::atomic<int>& n;
     ~leave() { n.fetch_sub(1); }
   } left{streams_};
-  const std::string head =
+  // No Content-Length: the body is the stream. HEAD gets these same headers (RFC 9110 9.3.2),
+  // and no body.
+  std::string head =
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
-      "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n: memlive stream, interval_ms=" +
-      std::to_string(interval) + "\n\n";
-  if (mg_write(conn, head.data(), head.size()) <= 0) return;
+      "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n";
+  if (!head_only) head += ": memlive stream, interval_ms=" + std::to_string(interval) + "\n\n";
+  if (mg_write(conn, head.data(), head.size()) <= 0 || head_only) return;
   const auto step = static_cast<std::uint64_t>(interval);
   std::uint64_t tick = steady_ms() / step * step;  // the first event at once
   while (!stopping_.load()) {

@@ -561,6 +561,22 @@ def check_stream_bounds(port):
                   "/api/stream?interval_ms=%d: 400, no stream (%r)" % (ms, status))
 
 
+def check_stream_head(port):
+    """HEAD /api/stream: the headers GET sends (no Content-Length: the body is the stream) and
+    no body, at once. It answered with a snapshot's Content-Length."""
+    out, took = answer_and_close(port, b"HEAD /api/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                                 % port)
+    head_, _, body = out.partition(b"\r\n\r\n")
+    check(head_.startswith(b"HTTP/1.1 200") and b"content-type: text/event-stream" in head_.lower()
+          and b"content-length" not in head_.lower() and body == b"" and took < 1.5,
+          "HEAD /api/stream: the stream's headers, no length, no body, in %.1f s (%r)" %
+          (took, out[:300]))
+    out, _ = answer_and_close(port, b"HEAD /api/stream?interval_ms=10 HTTP/1.1\r\n"
+                              b"Host: 127.0.0.1:%d\r\n\r\n" % port)
+    check(out.startswith(b"HTTP/1.1 400") and out.endswith(b"\r\n\r\n"),
+          "HEAD /api/stream?interval_ms=10: 400 as for GET, no body (%r)" % out[:200])
+
+
 def check_stream(port, pid):
     s = Stream(port, "?interval_ms=100")
     evs = [s.event() for _ in range(5)]
@@ -739,6 +755,7 @@ def cmd_inprocess(app):
         check_big_answers(port)
         check_stream(port, pid)
         check_stream_bounds(port)
+        check_stream_head(port)
         check_endpoints(port, pid, want)  # still serving, same numbers
         check_history(port, pid)
         check_baseline(port, p)
