@@ -413,6 +413,12 @@ def check_malformed(port):
         check(st == 403, "GET with Host %r: 403 (got %d)" % (host, st))
     st, _, _ = request(port, "GET", "/healthz", host="localhost:%d" % port)
     check(st == 200, "GET with Host localhost:PORT: 200")
+    for second in (b"127.0.0.1:%d" % port, b"evil.example"):  # RFC 9112 3.2: 400, either way
+        st, j = raw_answer(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nHost: %s\r\n\r\n"
+                           % (port, second))
+        check(st == 400 and j and "more than one Host" in j.get("error", ""),
+              "GET with two Host headers (the second %s): 400 JSON (got %s %s)" %
+              (second.decode(), st, j))
     for method, path in (("DELETE", "/api/options"), ("POST", "/api/snapshot"),
                          ("PUT", "/metrics"), ("POST", "/healthz")):
         st, h, body = request(port, method, path, body=b"" if method != "DELETE" else None)
