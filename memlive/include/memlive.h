@@ -1254,7 +1254,9 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        per class (to_prometheus_by_class, its floor kept per server), ?by=thread
 //                        the default, another value 400
 //   GET  /api/options    {"generation","validated_generation","rejected","writable","options":[
-//                         {name, requested, effective, min, max, default, live, bool}]}
+//                         {name, requested, effective, min, max, default, live, bool}]};
+//                        writable: a POST could store values (the segment is writable to this
+//                        server and the process is alive)
 //   POST /api/options    body {"name": value, ...} (Content-Type application/json, at most
 //                        kMaxBody bytes). Every entry is checked before any is stored: malformed
 //                        JSON, not an object, empty, unknown name, wrong type (integers; true or
@@ -1851,7 +1853,7 @@ inline server::response server::options_response() {
     json_field(w, "generation", s.generation, true);
     json_field(w, "validated_generation", s.validated_generation);
     json_field(w, "rejected", s.rejected);
-    json_bool(w, "writable", writable);
+    json_bool(w, "writable", writable && s.process_alive);  // as POST: 403, or 409 once gone
     w.raw(",\"options\":[");
     for (std::size_t i = 0; i < s.options.size(); ++i) {
       const rd::option_view& o = s.options[i];

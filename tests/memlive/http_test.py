@@ -870,6 +870,10 @@ def cmd_serve(ml, wl):
               "/metrics after the exit: livealloc_process_alive 0 (%d)" % st)
         st, _, j = post(port, '{"page_recycle": 3}')
         check(st == 409, "POST /api/options after the exit: 409 (got %d %s)" % (st, j))
+        st, _, j = get_json(port, "/api/options")
+        check(st == 200 and j and j["writable"] is False,
+              "GET /api/options after the exit: writable false, as the POST's 409 says (%s)" %
+              (j and j.get("writable")))
 
         s = Stream(port, "?interval_ms=50")
         check(s.event() is not None, "a stream client connected before SIGTERM")
