@@ -595,8 +595,10 @@ inline std::size_t utf8_length(const unsigned char* s, std::size_t i, std::size_
 enum class escape_style { json, prometheus, csv };
 
 // Valid UTF-8 copy of `in` with the escapes of `style`; invalid bytes become U+FFFD.
-// JSON: \" \\ and \uXXXX for control characters. Prometheus label values: \\ \" \n only (the
-// spec's three; other bytes stand as they are). CSV: no escapes here (quoting is the caller's).
+// JSON: \" \\ and \uXXXX for control characters. Prometheus label values: \\ \" \n (the spec's
+// three escapes), and every other control character (C0, DEL, C1) becomes U+FFFD: the format
+// allows them raw, but a parser that splits lines on \r (Python's prometheus_client reading a
+// text-mode file) or \x85 breaks on them. CSV: no escapes here (quoting is the caller's).
 inline void append_escaped(writer& w, const std::string& in, escape_style style) {
   static const char hex[] = "0123456789abcdef";
   const auto* s = reinterpret_cast<const unsigned char*>(in.data());
@@ -610,7 +612,10 @@ inline void append_escaped(writer& w, const std::string& in, escape_style style)
       continue;
     }
     if (len > 1) {
-      w.raw(reinterpret_cast<const char*>(s + i), len);
+      if (style == escape_style::prometheus && s[i] == 0xC2 && s[i + 1] < 0xA0)
+        w.raw("\xEF\xBF\xBD", 3);  // a C1 control character, U+0080..U+009F
+      else
+        w.raw(reinterpret_cast<const char*>(s + i), len);
       i += len;
       continue;
     }
@@ -627,6 +632,9 @@ inline void append_escaped(writer& w, const std::string& in, escape_style style)
       w.raw("\\u00", 4);
       w.u_ch(hex[(c >> 4) & 0xF]);
       w.u_ch(hex[c & 0xF]);
+    } else if (style == escape_style::prometheus &&
+               (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)) {
+      w.raw("\xEF\xBF\xBD", 3);
     } else {
       w.u_ch(c);
     }

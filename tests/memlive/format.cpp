@@ -389,6 +389,25 @@ TEST_CASE("Prometheus text: HELP and TYPE once per family, strict sample lines, 
         std::string::npos);
 }
 
+TEST_CASE("Prometheus label values: control characters become U+FFFD, JSON keeps them escaped") {
+  rd::snapshot s = make_snapshot(2, false);
+  s.threads[0].name = "cr\rtab\tdel\x7f" "nel\xC2\x85" "e\xC2\xA0nd";  // \xC2\xA0: NBSP stays
+  const std::string text = memlive::to_prometheus(s);
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(text.find("thread=\"cr" + fffd + "tab" + fffd + "del" + fffd + "nel" + fffd +
+                  "e\xC2\xA0nd\"") != std::string::npos);
+  bool raw_control = false;  // a parser that splits lines on \r or \x85 reads every line whole
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7F ||
+        (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xA0))
+      raw_control = true;
+  }
+  CHECK(!raw_control);
+  const json j = json::parse(memlive::to_json(s));
+  CHECK(j["threads"][0]["name"] == "cr\rtab\tdel\x7f" "nel\xC2\x85" "e\xC2\xA0nd");
+}
+
 TEST_CASE("Prometheus by class: one series per class, the process totals, never going down") {
   rd::snapshot s = make_snapshot(4, true, true);
   rd::counter_matrix floor{};
