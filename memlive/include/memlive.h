@@ -1274,7 +1274,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        {"ok":true,"generation":N,"applied":{..}}. The allocator validates them at
 //                        its next slow path (see `tune`).
 //   GET  /api/stream     Server-Sent Events: one `data: <snapshot>` event per tick;
-//                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's).
+//                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's;
+//                        empty 400, as for every other query value).
 //                        Ticks fall on multiples of the interval of the monotonic clock, and
 //                        each tick's JSON is built once and shared by every client on it.
 //                        Between ticks further apart, a `:` comment every kStreamHeartbeatMs.
@@ -1917,7 +1918,8 @@ inline int server::handle(mg_connection* conn) {
     send(conn, r, head);
     return r.code;
   }
-  const std::string path = ri->local_uri ? ri->local_uri : "";
+  // As sent: local_uri is civetweb's cleaned copy, "//healthz" and "/x/../healthz" made /healthz.
+  const std::string path = ri->local_uri_raw ? ri->local_uri_raw : "";
   const bool get = method == "GET" || head;
   const char* allow = "GET, HEAD";
   if (path == "/api/options") {
@@ -2218,14 +2220,16 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
       std::string twice;  // {"clear":false,"clear":true}: refused, as /api/options refuses it
       const nlohmann::json j = detail::parse_json_body(body, &twice);
       bool ok = j.is_object() && twice.empty();
+      std::string field = twice;  // the entry refused: given twice, unknown, or not a bool
       if (ok) {
-        for (auto it = j.begin(); it != j.end() && ok; ++it)
+        for (auto it = j.begin(); it != j.end() && ok; ++it) {
           ok = it.key() == "clear" && it.value().is_boolean();
+          if (!ok) field = it.key();
+        }
         if (ok && j.contains("clear")) clear = j["clear"].get<bool>();
       }
       if (!ok) {
         r.code = 400;
-        const std::string field = "clear";
         r.body = json_error(!twice.empty() ? "'" + twice + "' given twice; nothing done"
                                 : "the body must be empty, {} or {\"clear\": true|false}",
                             j.is_object() && !j.empty() ? &field : nullptr);
@@ -2339,7 +2343,7 @@ inline void server::stream(mg_connection* conn, const char* query, bool head_onl
   long long interval = opts_.stream_interval_ms;
   char value[32];
   const int n = query_var(query, "interval_ms", value, sizeof value);
-  if (n > 0 || n == -2) {  // given (empty: not given), or too long to be a number
+  if (n >= 0 || n == -2) {  // present (maybe empty), or too long to be a number
     std::int64_t v = 0;
     if (n < 0 || !parse_int(value, &v) || v < kMinStreamMs || v > kMaxStreamMs) {
       response r;
