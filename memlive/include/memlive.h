@@ -2483,14 +2483,7 @@ extern "C" inline int memlive_begin_request(mg_connection* conn) {
   // answer goes back (with livealloc as the program's malloc; else nothing to do). Without it, 24
   // workers that had each answered a few snapshots held 75 MB between them.
   livealloc::trim_thread();
-  // An error may leave a body unread (413 before a byte of it, 408, a POST to a GET path).
-  // civetweb reads the rest before it closes (discard_unread_request_data), up to its
-  // Content-Length, each read waiting up to request_timeout_ms: the worker was held ~6 s after
-  // a 413 or a 408. Every answer says Connection: close, so nothing after it is read: a negative
-  // code (1.15: handled, without that read) closes the connection at once. The client has the
-  // whole answer already; the bytes left unread make the close a reset, after it.
-  const char* te = mg_get_header(conn, "Transfer-Encoding");
-  return code >= 400 && ri && (ri->content_length > 0 || te) ? -code : code;
+  return code;
 }
 extern "C" inline int memlive_http_error(mg_connection* conn, int status, const char* why) {
   mg_set_user_connection_data(conn, &answered_mark);
