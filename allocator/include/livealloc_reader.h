@@ -68,7 +68,7 @@ struct thread_view {
   std::string name;
   std::uint64_t start_ns = 0, exit_ns = 0, applied_generation = 0;
   std::uint64_t slow_paths = 0, flushes = 0, mmap_calls = 0, munmap_calls = 0, madvise_calls = 0;
-  counter_matrix counters{};  // [class][telemetry::counter]; c_peak_live at least live(class)
+  counter_matrix counters{};  // [class][telemetry::counter]
 
   // Live blocks of class `cls`:
   // allocs + adopted - frees - large_freed_by_others - handed_over - foreign_allocs.
@@ -981,11 +981,6 @@ inline snapshot segment::take() const {
            detail::load_acquire<std::uint32_t>(p, h + offsetof(S, state)) != t.state;
   };
   s.threads.erase(std::remove_if(s.threads.begin(), s.threads.end(), changed), s.threads.end());
-  // The writer stores a peak at its slow paths only: a thread that allocated since holds more
-  // than its stored peak. A peak is at least what is live now.
-  for (thread_view& t : s.threads)
-    for (auto& k : t.counters)
-      k[telemetry::c_peak_live] = std::max(k[telemetry::c_peak_live], detail::live_of(k));
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) {
     const std::uint32_t n = l.slot_count;

@@ -552,30 +552,6 @@ TEST_CASE("a slot changing hands is never shown half-cleared under the previous 
   CHECK(torn == 0);
 }
 
-TEST_CASE("a snapshot's peak live blocks are never below the live blocks") {
-  auto seg = own_segment();
-  const unsigned cls = la::detail::class_of(48);
-  on_named_thread("peak-check", [&] {
-    const int tid = my_tid();
-    // The first block takes a slow path (the peak stored there is 0 or 1); the next ones come
-    // from the span it carved, without one.
-    std::vector<void*> v;
-    for (int i = 0; i < 20; ++i) v.push_back(la::allocate(48));
-    rd::snapshot s = snap(*seg);
-    const rd::thread_view* t = by_tid(s, tid);
-    REQUIRE(t);
-    CHECK(t->live(cls) == 20);
-    CHECK(t->counters[cls][c_peak_live] >= 20);
-    for (const rd::thread_view& x : s.threads)
-      for (unsigned c = 0; c < la::detail::kClasses; ++c) {
-        CAPTURE(x.slot);
-        CAPTURE(c);
-        CHECK(x.counters[c][c_peak_live] >= x.live(c));
-      }
-    for (void* p : v) la::deallocate(p);
-  });
-}
-
 TEST_CASE("a thread renamed after it started shows its new name") {
   auto seg = own_segment();
   int tid = 0;
