@@ -1113,26 +1113,56 @@ inline bool is_whole_number(const std::string& v) {
 }
 
 // A whole number written as an integer ("8", "+8", "-3"), or as a JSON number with a fraction
-// or an exponent that leaves it whole ("8.0", "1e3"), as POST /api/options takes it. 1: *out
-// holds it; 0: not a whole number; -1: a whole number outside 64 bits.
+// or an exponent that leaves it whole ("8.0", "1e3"; JSON's grammar after an optional '+'), decided
+// on the decimal digits, not through a double ("1e-400" and "1.0000000000000000001" are not whole).
+// 1: *out holds it; 0: not a whole number; -1: a whole number outside 64 bits.
 inline int parse_whole(const std::string& text, std::int64_t* out) {
   if (parse_int(text, out)) return 1;
   if (is_whole_number(text)) return -1;
-  const std::size_t b = !text.empty() && text[0] == '+' ? 1 : 0;
-  if (b && text.size() > 1 && text[1] == '-') return 0;  // "+-5.0" is no number
-  // JSON's grammar (so no inf, nan, hex or "8."), without the blanks it allows around a value.
-  if (text.size() <= b || !(text[b] == '-' || (text[b] >= '0' && text[b] <= '9')) ||
-      !(text.back() >= '0' && text.back() <= '9') ||
-      text.find_first_not_of("0123456789+-.eE", b) != std::string::npos)  // a NUL ends a parse
-    return 0;
-  const nlohmann::json j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(b),
-                                                 text.end(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_number_float()) return 0;  // discarded (malformed), or "+-5"
-  const double d = j.get<double>();
-  if (std::trunc(d) != d) return 0;
-  if (std::abs(d) >= 9223372036854775808.0) return -1;  // 2^63 and beyond
-  *out = static_cast<std::int64_t>(d);
-  return 1;
+  std::size_t i = !text.empty() && text[0] == '+' ? 1 : 0;
+  const bool negative = i == 0 && !text.empty() && text[0] == '-';
+  if (negative) ++i;
+  auto digits = [&](std::string* to) {
+    const std::size_t from = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    if (to) to->append(text, from, i - from);
+    return i - from;
+  };
+  std::string d;  // the significant digits; value = d x 10^exponent
+  const std::size_t int_digits = digits(&d);
+  if (int_digits == 0 || (int_digits > 1 && d[0] == '0')) return 0;  // JSON: no "08", no ".5"
+  long long exponent = 0;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    const std::size_t n = digits(&d);
+    if (n == 0) return 0;  // "8."
+    exponent -= static_cast<long long>(n);
+  }
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    const bool down = i < text.size() && text[i] == '-';
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    std::string e;
+    if (digits(&e) == 0) return 0;
+    e.erase(0, std::min(e.find_first_not_of('0'), e.size()));
+    std::int64_t v = 0;  // past 9 digits: beyond any number of digits a string can hold here
+    if (e.size() > 9 || (!e.empty() && !parse_int(e, &v))) v = 1000000000;
+    exponent += down ? -v : v;
+  }
+  if (i != text.size()) return 0;
+  d.erase(0, std::min(d.find_first_not_of('0'), d.size()));
+  while (!d.empty() && d.back() == '0') {
+    d.pop_back();
+    ++exponent;
+  }
+  if (d.empty()) {  // zero, however written
+    *out = 0;
+    return 1;
+  }
+  if (exponent < 0) return 0;  // a non-zero digit after the point
+  if (static_cast<long long>(d.size()) + exponent > 19) return -1;  // 10^19 > 2^63
+  d.append(static_cast<std::size_t>(exponent), '0');
+  return parse_int((negative ? "-" : "") + d, out) ? 1 : -1;
 }
 }  // namespace detail
 

@@ -106,17 +106,17 @@ constexpr const char* kSnapshotHelp =
     "                 GET /metrics?by=class)\n"
     "  -h, --help     this text\n";
 constexpr const char* kTuneHelp =
-    "usage: memlive tune --pid N name=value|name=default [...]\n"
+    "usage: memlive tune --pid N [--] name=value|name=default [...]\n"
     "\n"
     "Changes live thresholds of a running process. Every assignment is checked first against the\n"
     "options the segment publishes (name, live, range, bool); if one fails, nothing is applied\n"
-    "(exit 2 for syntax: no '=', a value that is no number; exit 7 for an unknown option, one\n"
-    "that is not live, a value outside its range). Then all are stored, and memlive waits up to\n"
-    "2 s for the allocator to validate them, and reports each as accepted, accepted then\n"
-    "superseded (another writer changed the option meanwhile: exit 0), or rejected by the\n"
+    "(exit 2 for syntax: no '=', a value that is not a whole number; exit 7 for an unknown\n"
+    "option, one that is not live, a value outside its range). Then all are stored, and memlive\n"
+    "waits up to 2 s for the allocator to validate them, and reports each as accepted, accepted\n"
+    "then superseded (another writer changed the option meanwhile: exit 0), or rejected by the\n"
     "allocator (exit 7). The allocator validates and each thread applies a change at its next\n"
     "slow path: an idle thread applies it later; if nothing validates within 2 s the change is\n"
-    "reported as pending (exit 0).\n"
+    "reported as pending (exit 0). '--' may come before the assignments.\n"
     "\n"
     "options:\n"
     "  --pid N        the process (required; it must run as your user: tuning writes its segment)\n"
@@ -382,12 +382,20 @@ std::string format_age(std::uint64_t start_ns) {
   return buf;
 }
 
-// `text` for one cell of a terminal table: control bytes and the backslash as C escapes, so that
-// a program named with a newline or an escape sequence stays on its row and moves no cursor.
+// `text` for one cell of a terminal table: control bytes (C0, DEL, and C1 as UTF-8) and the
+// backslash as C escapes, so that a program named with a newline or an escape sequence stays on
+// its row and moves no cursor.
 std::string printable(const std::string& text) {
   std::string out;
-  for (unsigned char c : text) {
-    if (c == '\\') {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // U+0080..U+009F, C1 controls (CSI...)
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", next);
+      out += buf;
+      ++i;
+    } else if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
@@ -1017,11 +1025,12 @@ int cmd_run(const args& a) {
     }
     usleep(20000);
   }
-  // The program as given, unless it exec'd another: then the image that ran last, as its
-  // segment names it (argv[0]'s last component, up to 63 bytes).
+  // The program as given, and the image that ran last when its segment names another (argv[0]'s
+  // last component, up to 63 bytes): after an exec, or a script's interpreter.
   std::string name = a.program[0];
   const std::string last = srv.program();
-  if (!last.empty() && last != name.substr(name.rfind('/') + 1).substr(0, 63)) name = last;
+  if (!last.empty() && last != name.substr(name.rfind('/') + 1).substr(0, 63))
+    name += ", last image " + last;  // an exec, or the interpreter of a script
   // A program that a signal ended (our SIGTERM at Ctrl-C, a kill -9) left its segment's name:
   // ours to remove, it is our child. The server keeps the segment mapped, last state and all.
   rd::remove_stale_segment(pid, a.dir);

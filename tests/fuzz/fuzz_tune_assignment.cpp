@@ -12,8 +12,6 @@
 //    for a bool; true/false/on/off for a bool only), and a refusal names the option.
 #include <memlive.h>
 
-#include <cmath>
-
 #include "fuzz_common.h"
 
 namespace {
@@ -46,33 +44,46 @@ bool reference_int(const std::string& s, std::int64_t* out) {
 }
 
 // Reference for the other whole numbers: '+'? then JSON's number grammar,
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by strtod (the C locale here), whole and
-// below 2^63 in magnitude.
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, whole and within int64, decided exactly: the
+// digits of the integer and fraction parts with the decimal point moved by the exponent; every
+// digit after the point must be 0, the digits before it fit in int64 (reference_int).
 bool reference_json_whole(const std::string& s, std::int64_t* out) {
   std::size_t i = s.size() > 0 && s[0] == '+' ? 1 : 0;
   const std::size_t start = i;
-  auto digits = [&] {
-    const std::size_t from = i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-    return i - from;
+  std::string intpart, frac, exp;
+  auto digits = [&](std::string* to) {
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') to->push_back(s[i++]);
+    return to->size();
   };
-  if (i < s.size() && s[i] == '-' && start == 0) ++i;  // a sign, not two
-  if (i < s.size() && s[i] == '0') {
-    ++i;
-  } else if (i == s.size() || s[i] < '1' || s[i] > '9' || digits() == 0) {
-    return false;
-  }
-  if (i < s.size() && s[i] == '.' && (++i, digits() == 0)) return false;
+  bool neg = false;
+  if (i < s.size() && s[i] == '-' && start == 0) neg = ++i > 0;  // a sign, not two
+  if (digits(&intpart) == 0 || (intpart.size() > 1 && intpart[0] == '0')) return false;
+  if (i < s.size() && s[i] == '.' && (++i, digits(&frac) == 0)) return false;
+  bool exp_neg = false;
   if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
     ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (digits() == 0) return false;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) exp_neg = s[i++] == '-';
+    if (digits(&exp) == 0) return false;
   }
   if (i != s.size()) return false;
-  const double d = std::strtod(s.c_str() + start, nullptr);
-  if (!std::isfinite(d) || std::trunc(d) != d || std::fabs(d) >= 9223372036854775808.0) return false;
-  *out = static_cast<std::int64_t>(d);
-  return true;
+  // The point sits after `point` digits of intpart + frac (may be outside them).
+  exp.erase(0, std::min(exp.find_first_not_of('0'), exp.size()));
+  if (exp.size() > 6) exp = "999999";  // far beyond any digits here
+  const long long e = exp.empty() ? 0 : std::atoll(exp.c_str());
+  const std::string all = intpart + frac;
+  const long long point = static_cast<long long>(intpart.size()) + (exp_neg ? -e : e);
+  std::string whole, after;
+  for (long long k = 0; k < std::max<long long>(point, 0); ++k)
+    whole.push_back(k < static_cast<long long>(all.size()) ? all[static_cast<std::size_t>(k)] : '0');
+  for (long long k = std::max<long long>(point, 0); k < static_cast<long long>(all.size()); ++k)
+    after.push_back(all[static_cast<std::size_t>(k)]);
+  if (after.find_first_not_of('0') != std::string::npos) return false;
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  if (whole.empty()) {
+    *out = 0;
+    return true;
+  }
+  return reference_int((neg ? "-" : "") + whole, out);
 }
 
 }  // namespace

@@ -691,16 +691,17 @@ def check_errors(ml, workload_pid, tmp):
               r.stdout and not os.listdir(reused_dir),
               "list --clean removes a dead pid's file with another %s: %s" % (what,
                                                                             r.stdout.strip()))
-    # A program name with a newline and an escape sequence: one row, the bytes escaped.
+    # A program name with a newline and escape sequences: one row, the bytes escaped.
     at = seg.find(b"memlive_workload\0", 0, 4096)
     check(at >= 0, "the workload's program name is in its segment's header")
     odd = bytearray(seg)
-    odd[at:at + 17] = b"we\nird\\\x1b[31mx\0\0\0\0"
+    odd[at:at + 17] = b"we\nird\\\x1b[31mx\xc2\x9b\0\0"  # ... and U+009B, CSI
     open(os.path.join(reused_dir, "livealloc.%d" % workload_pid), "wb").write(odd)
     r = run([ml, "list", "--dir", reused_dir])
     rows = [line for line in r.stdout.splitlines() if str(workload_pid) in line]
     check(r.returncode == 0 and len(r.stdout.splitlines()) == 3 and len(rows) == 1 and
-          "we\\nird\\\\\\x1b[31mx" in rows[0] and "\x1b" not in r.stdout,
+          "we\\nird\\\\\\x1b[31mx\\u009b" in rows[0] and "\x1b" not in r.stdout and
+          "\x9b" not in r.stdout,
           "list escapes a program name's control bytes: %r" % r.stdout)
     os.unlink(os.path.join(reused_dir, "livealloc.%d" % workload_pid))
 
