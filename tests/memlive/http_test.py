@@ -527,36 +527,15 @@ def check_stream_bounds(port):
                   "/api/stream?interval_ms=%s: 400, no stream (%r)" % (ms, status))
 
 
-def answer_and_close(port, data):
-    """Everything the server sent for the raw bytes `data` until it closed the connection (a
-    reset after the answer counts as the close; a server that never closes fails by the socket's
-    timeout)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-    out = b""
-    try:
-        s.sendall(data)
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        s.close()
-
-
 def check_stream_head(port):
     """HEAD /api/stream: the headers GET sends (no Content-Length: the body is the stream) and
     no body, then the close. It answered with a snapshot's Content-Length."""
-    out = answer_and_close(port, b"HEAD /api/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+    out = raw(port, b"HEAD /api/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
     head_, _, body = out.partition(b"\r\n\r\n")
     check(head_.startswith(b"HTTP/1.1 200") and b"content-type: text/event-stream" in head_.lower()
           and b"content-length" not in head_.lower() and body == b"",
           "HEAD /api/stream: the stream's headers, no length, no body (%r)" % out[:300])
-    out = answer_and_close(port, b"HEAD /api/stream?interval_ms=10 HTTP/1.1\r\n"
+    out = raw(port, b"HEAD /api/stream?interval_ms=10 HTTP/1.1\r\n"
                               b"Host: 127.0.0.1:%d\r\n\r\n" % port)
     check(out.startswith(b"HTTP/1.1 400") and out.endswith(b"\r\n\r\n"),
           "HEAD /api/stream?interval_ms=10: 400 as for GET, no body (%r)" % out[:200])
