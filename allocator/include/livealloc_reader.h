@@ -1127,9 +1127,10 @@ inline int maps_file(int pid, dev_t dev, ino_t ino) {
 // alive, and whose name's pid is not alive either (for a file without our header, or naming
 // another pid). A process that is alive but no longer maps its file exec'd into a program without
 // livealloc (its environment dropped LD_PRELOAD, a static binary): nothing will write the file
-// again, so it is stale too. A file whose lock is held (flock, exclusive: the allocator holds it on its segment
-// until it ends or execs) is never stale, whatever the pids say: its process may run in another
-// pid namespace that shares /dev/shm, where the pid in its name means another process or none.
+// again, so it is stale too. A file whose lock is held (flock, exclusive: the allocator holds it
+// on its segment until it ends or execs) is never stale, whatever the pids say: its process may
+// run in another pid namespace that shares /dev/shm, where the pid in its name means another
+// process or none.
 // *st is the file's, for the caller to check that the name still holds it.
 inline bool sweepable(const std::string& path, int pid, struct stat* st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);

@@ -1113,8 +1113,9 @@ inline bool is_whole_number(const std::string& v) {
 }
 
 // A whole number written as an integer ("8", "+8", "-3"), or as a JSON number with a fraction
-// or an exponent that leaves it whole ("8.0", "1e3"; JSON's grammar after an optional '+'), decided
-// on the decimal digits, not through a double ("1e-400" and "1.0000000000000000001" are not whole).
+// or an exponent that leaves it whole ("8.0", "1e3"; JSON's grammar after an optional '+'),
+// decided on the decimal digits, not through a double ("1e-400" and "1.0000000000000000001" are
+// not whole).
 // 1: *out holds it; 0: not a whole number; -1: a whole number outside 64 bits.
 inline int parse_whole(const std::string& text, std::int64_t* out) {
   if (parse_int(text, out)) return 1;

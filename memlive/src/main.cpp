@@ -305,12 +305,18 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       value = argv[++i];
     }
     long long n = 0;
-    // A positive whole number too large for `hi` is out of range, not "not a number".
-    auto positive = [&](long long hi, long long* out, const std::string& what) {
+    // A positive whole number too large for `hi` is out of range, not "not a number"; with
+    // `saturate` it is taken as `hi`, for the verb's own range check to report.
+    auto positive = [&](long long hi, long long* out, const std::string& what,
+                        bool saturate = false) {
       if (parse_number(value, 1, hi, out)) return true;
       std::int64_t v = 0;
       const bool big = memlive::detail::is_whole_number(value) && value[0] != '-' &&
                        (!memlive::detail::parse_int(value, &v) || v > hi);
+      if (big && saturate) {
+        *out = hi;
+        return true;
+      }
       *error = arg + ": '" + value + "' is " +
                (big ? "too large (at most " + std::to_string(hi) + ")"
                     : "not a positive number" + what);
@@ -351,10 +357,9 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
     } else if (arg == "--interval") {
       // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000), and
       // says it for a number past 64 bits too.
-      if (!positive(std::numeric_limits<long long>::max(), &a->interval_ms, " of milliseconds")) {
-        if (error->find("too large") == std::string::npos) return false;
-        a->interval_ms = std::numeric_limits<long long>::max();
-      }
+      if (!positive(std::numeric_limits<long long>::max(), &a->interval_ms, " of milliseconds",
+                    /*saturate=*/true))
+        return false;
     } else if (arg == "--count") {
       if (!positive(1000000000, &a->count, "")) return false;
     } else if (arg == "--duration") {
@@ -1030,7 +1035,7 @@ int cmd_run(const args& a) {
   std::string name = a.program[0];
   const std::string last = srv.program();
   if (!last.empty() && last != name.substr(name.rfind('/') + 1).substr(0, 63))
-    name += ", last image " + last;  // an exec, or the interpreter of a script
+    name += ", last image " + last;
   // A program that a signal ended (our SIGTERM at Ctrl-C, a kill -9) left its segment's name:
   // ours to remove, it is our child. The server keeps the segment mapped, last state and all.
   rd::remove_stale_segment(pid, a.dir);

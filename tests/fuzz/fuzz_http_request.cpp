@@ -15,8 +15,8 @@
 // Properties: every answer starts with "HTTP/" (a status line, in the structured modes); the
 // structured modes get the status the README specifies: the query values decoded (by civetweb's
 // mg_get_var, with a large buffer) and checked against their documented ranges (interval_ms
-// 50..60000, else 400 (empty too), absent: the server's 250; seconds 1..150, else 400; since=baseline
-// 200/409, another since 400; a value holding a NUL (%00) 400; a valid number written in 32+
+// 50..60000, else 400 (empty too), absent: the server's 250; seconds 1..150, else 400;
+// since=baseline 200/409, another since 400; a value holding a NUL (%00) 400; a valid number written in 32+
 // characters may be refused); Host 127.0.0.1:PORT or localhost:PORT (any case) 200, anything
 // else 403; Origin absent or http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
 // header comment names the interval. Every 500 inputs, /healthz must still answer.

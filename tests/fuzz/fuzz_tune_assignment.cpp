@@ -73,9 +73,10 @@ bool reference_json_whole(const std::string& s, std::int64_t* out) {
   const std::string all = intpart + frac;
   const long long point = static_cast<long long>(intpart.size()) + (exp_neg ? -e : e);
   std::string whole, after;
+  const auto n = static_cast<long long>(all.size());
   for (long long k = 0; k < std::max<long long>(point, 0); ++k)
-    whole.push_back(k < static_cast<long long>(all.size()) ? all[static_cast<std::size_t>(k)] : '0');
-  for (long long k = std::max<long long>(point, 0); k < static_cast<long long>(all.size()); ++k)
+    whole.push_back(k < n ? all[static_cast<std::size_t>(k)] : '0');
+  for (long long k = std::max<long long>(point, 0); k < n; ++k)
     after.push_back(all[static_cast<std::size_t>(k)]);
   if (after.find_first_not_of('0') != std::string::npos) return false;
   whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));

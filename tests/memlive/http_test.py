@@ -637,7 +637,8 @@ def check_baseline(port, p):
     st, _, j = get_json(port, "/api/history?seconds=1%00junk")
     check(st == 400 and j and j.get("field") == "seconds", "history?seconds=1%%00junk: 400 (%d)" % st)
     st, _, j = get_json(port, "/api/history?seconds=")  # as an empty interval_ms= of the stream
-    check(st == 400 and j and j.get("field") == "seconds", "history?seconds= (empty): 400 (%d)" % st)
+    check(st == 400 and j and j.get("field") == "seconds",
+          "history?seconds= (empty): 400 (%d)" % st)
     # A path is not decoded into a C string: "%00" ended it, and these were answered as
     # /healthz, /api/snapshot and the page.
     # Nor cleaned: civetweb's copy makes these /healthz.
