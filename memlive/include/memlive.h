@@ -107,6 +107,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -1460,6 +1461,42 @@ inline nlohmann::json parse_json_body(const std::string& body, std::string* twic
       /*allow_exceptions=*/false);
 }
 
+// The text of each top-level number with a fraction or an exponent, as written: the parsed JSON
+// holds a double, in which 1e-400 is 0 and 1.0000000000000000001 is 1. A SAX handler of
+// nlohmann's (nlohmann::json::sax_parse); a number past a double's range ends the parse, and its
+// text is kept as `overflow` with its member's name.
+struct number_texts {
+  std::map<std::string, std::string> text;  // member name -> the number as written
+  std::string overflow_name, overflow;
+  std::string name;
+  int depth = 0;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(std::int64_t) { return true; }
+  bool number_unsigned(std::uint64_t) { return true; }
+  bool number_float(double, const std::string& s) {
+    if (depth == 1) text[name] = s;
+    return true;
+  }
+  bool string(std::string&) { return true; }
+  bool binary(nlohmann::json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return ++depth > 0; }
+  bool key(std::string& k) {
+    if (depth == 1) name = k;
+    return true;
+  }
+  bool end_object() { return --depth >= 0; }
+  bool start_array(std::size_t) { return ++depth > 0; }
+  bool end_array() { return --depth >= 0; }
+  bool parse_error(std::size_t, const std::string& token, const nlohmann::json::exception& e) {
+    if (e.id == 406 && depth == 1) {  // 406: number overflow
+      overflow_name = name;
+      overflow = token;
+    }
+    return false;
+  }
+};
+
 // Checks a POST /api/options body against the options a segment publishes. Pure: no side
 // effects, so it can be fuzzed and unit-tested.
 inline options_request check_options_body(const std::string& body,
@@ -1476,6 +1513,18 @@ inline options_request check_options_body(const std::string& body,
   // refuses it.
   std::string twice;
   const nlohmann::json j = parse_json_body(body, &twice);
+  number_texts numbers;
+  nlohmann::json::sax_parse(body, &numbers);
+  const auto range = [](const rd::option_view& o) {
+    return "[" + std::to_string(o.min) + ", " + std::to_string(o.max) + "]";
+  };
+  if (j.is_discarded() && !numbers.overflow.empty()) {
+    const std::string& name = numbers.overflow_name;
+    for (const rd::option_view& p : published)
+      if (p.name == name && !p.is_bool)
+        return fail("option '" + name + "': " + numbers.overflow + " is out of range " + range(p),
+                    &name);
+  }
   if (j.is_discarded()) return fail("malformed JSON", nullptr);
   if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);
   if (!twice.empty()) return fail("option '" + twice + "' given twice; nothing applied", &twice);
@@ -1488,24 +1537,27 @@ inline options_request check_options_body(const std::string& body,
       if (p.name == name) o = &p;
     assignment a;
     a.name = name;
+    // A number with a fraction or an exponent is decided on its digits, as `tune` decides it:
+    // 1e3 and 8.0 are whole, 1e-400 is not (a double holds 0).
+    std::int64_t whole_value = 0;
+    const int whole = v.is_number_float() ? parse_whole(numbers.text[name], &whole_value) : 0;
     if (o && v.is_boolean() && o->is_bool) {
       a.value = v.get<bool>() ? 1 : 0;
     } else if (o && v.is_number_unsigned()) {
       const auto u = v.get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        return fail("option '" + name + "': " + std::to_string(u) + " is out of range [" +
-                        std::to_string(o->min) + ", " + std::to_string(o->max) + "]",
+        return fail("option '" + name + "': " + std::to_string(u) + " is out of range " +
+                        range(*o),
                     &name);
       a.value = static_cast<std::int64_t>(u);
     } else if (o && v.is_number_integer()) {
       a.value = v.get<std::int64_t>();
-    } else if (o && v.is_number_float() &&
-               std::abs(v.get<double>()) >= 9223372036854775808.0) {  // 2^63 and beyond
-      return fail("option '" + name + "': " + v.dump() + " is out of range [" +
-                      std::to_string(o->min) + ", " + std::to_string(o->max) + "]",
+    } else if (o && whole < 0) {
+      return fail("option '" + name + "': " + numbers.text[name] + " is out of range " +
+                      range(*o),
                   &name);
-    } else if (o && v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>()) {
-      a.value = static_cast<std::int64_t>(v.get<double>());  // 1e3, 8.0: whole numbers
+    } else if (o && whole > 0) {
+      a.value = whole_value;
     } else if (o) {
       return fail("option '" + name + "' takes " +
                       (o->is_bool ? std::string("true, false, 0 or 1") : "an integer") + ", not " +

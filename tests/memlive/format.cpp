@@ -801,7 +801,7 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
   CHECK(check_options_body(R"({"hugepages": 0})", s.options).ok());
   // A whole number written as a float (1e3, 8.0: Python's json.dumps of a float) is that integer.
   for (const char* body : {R"({"page_recycle": 1e3})", R"({"page_recycle": 1000.0})",
-                           R"({"page_recycle": 10E2})"}) {
+                           R"({"page_recycle": 10E2})", R"({"page_recycle": 1.000e+3})"}) {
     INFO(body);
     const auto r = check_options_body(body, s.options);
     REQUIRE(r.ok());
@@ -823,6 +823,12 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
       {R"({"page_recycle": "8"})", "page_recycle", "an integer, not string"},
       {R"({"page_recycle": 8.5})", "page_recycle", "with a fraction"},
       {R"({"page_recycle": 1e-3})", "page_recycle", "with a fraction"},
+      // Decided on the digits, as `tune` decides: a double holds 0 and 8 for these.
+      {R"({"page_recycle": 1e-400})", "page_recycle", "with a fraction"},
+      {R"({"page_recycle": 8.0000000000000000001})", "page_recycle", "with a fraction"},
+      // Past a double's range, which ends nlohmann's parse: out of range, not malformed.
+      {R"({"page_recycle": 1e400})", "page_recycle", "1e400 is out of range [0, 4096]"},
+      {R"({"page_recycle": -1E+400})", "page_recycle", "-1E+400 is out of range [0, 4096]"},
       {R"({"page_recycle": 5e3})", "page_recycle", "out of range [0, 4096]"},
       {R"({"hugepages": 2.0})", "hugepages", "is a bool"},
       {R"({"page_recycle": true})", "page_recycle", "an integer, not boolean"},
@@ -846,6 +852,9 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
     if (c.field) CHECK(r.field == c.field);
     CHECK(r.error.find(c.says) != std::string::npos);
   }
+  const auto zero = check_options_body(R"({"page_recycle": 0.0e999999})", s.options);
+  REQUIRE(zero.ok());
+  CHECK(zero.values.at(0).value == 0);
   // Deep nesting and long bodies do not crash (the server caps bodies at kMaxBody).
   const std::string deep = std::string(30000, '[') + std::string(30000, ']');
   CHECK_FALSE(check_options_body(deep, s.options).ok());
