@@ -2905,6 +2905,15 @@ namespace memlive {
 inline namespace v0 {
 namespace detail {
 
+// The block's usable size, asked as memlive's own work: an allocator whose malloc_usable_size
+// allocates with new on its first call (gperftools' tcmalloc makes its MallocExtension so) came
+// back into counted_new, which asked again, without end (a stack overflow at start-up). That
+// nested allocation is not counted, and not asked its size.
+inline std::size_t counted_usable_size(void* p) noexcept {
+  internal_scope scope;
+  return malloc_usable_size(p);
+}
+
 inline void* counted_new(std::size_t size, std::size_t align) {
   const std::size_t n = size ? size : 1;  // new of 0 bytes returns a distinct pointer
   for (;;) {
@@ -2914,7 +2923,7 @@ inline void* counted_new(std::size_t size, std::size_t align) {
     else if (posix_memalign(&p, align, n) != 0)
       p = nullptr;
     if (__builtin_expect(p != nullptr, 1)) {
-      hook_alloc(size, malloc_usable_size(p));
+      if (!t_hook.internal) hook_alloc(size, counted_usable_size(p));
       return p;
     }
     std::new_handler handler = std::get_new_handler();
@@ -2933,7 +2942,7 @@ inline void* counted_new_nothrow(std::size_t size, std::size_t align) noexcept {
 
 inline void counted_delete(void* p) noexcept {
   if (!p) return;
-  hook_free(malloc_usable_size(p));
+  if (!t_hook.internal) hook_free(counted_usable_size(p));
   std::free(p);
 }
 

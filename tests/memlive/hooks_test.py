@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """memlive's capture hooks and its own threads, with a real server and a real client.
 
-    hooks_test.py --app PATH [--memlive PATH] hooks|global_new|labels
+    hooks_test.py --app PATH [--memlive PATH] [--preload LIB] hooks|global_new|labels
 
 hooks:      memlive_hooks_app (no livealloc as malloc) calls memlive::on_alloc/on_free from
             named threads with known sizes and counts (also large blocks, class boundaries, a
@@ -11,7 +11,9 @@ hooks:      memlive_hooks_app (no livealloc as malloc) calls memlive::on_alloc/o
             per thread and class, and in the process totals; memlive's threads take no slot.
 global_new: memlive_hooks_new_app (MEMLIVE_COUNT_GLOBAL_NEW): every form of new/delete, counted
             in the class of the block's usable size (the app reports it); the worker threads'
-            rows exactly; the server's threads, busy with requests, counted nowhere.
+            rows exactly; the server's threads, busy with requests, counted nowhere. With
+            --preload LIB the app runs with LD_PRELOAD=LIB, another malloc (gperftools'
+            tcmalloc, whose malloc_usable_size allocates with new on its first call).
 labels:     memlive_hooks_label_app (livealloc as malloc, so memlive's threads allocate through
             livealloc and take slots): memlive's threads come out "memlive": true, a program
             thread that calls itself memlive-http does not; Prometheus carries memlive="true" on
@@ -46,9 +48,10 @@ def check(ok, what):
 class App:
     """The test program, one command line at a time."""
 
-    def __init__(self, path):
+    def __init__(self, path, preload=None):
+        env = dict(os.environ, LD_PRELOAD=preload) if preload else None
         self.p = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, bufsize=1)
+                                  text=True, bufsize=1, env=env)
 
     def cmd(self, line):
         self.p.stdin.write(line + "\n")
@@ -337,8 +340,8 @@ def run_hooks(app_path):
         app.close()
 
 
-def run_global_new(app_path):
-    app = App(app_path)
+def run_global_new(app_path, preload=None):
+    app = App(app_path, preload)
     try:
         plan = []  # (name, op, kind, size, n)
         usable = {}
@@ -466,10 +469,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--app", required=True)
     ap.add_argument("--memlive")
+    ap.add_argument("--preload")
     ap.add_argument("mode", choices=["hooks", "global_new", "labels"])
     a = ap.parse_args()
     try:
-        {"hooks": lambda: run_hooks(a.app), "global_new": lambda: run_global_new(a.app),
+        {"hooks": lambda: run_hooks(a.app), "global_new": lambda: run_global_new(a.app, a.preload),
          "labels": lambda: run_labels(a.app, a.memlive)}[a.mode]()
     except (RuntimeError, OSError, ValueError, KeyError, IndexError) as e:
         check(False, "%s: %s: %s" % (a.mode, type(e).__name__, e))
