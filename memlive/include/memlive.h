@@ -27,7 +27,8 @@
 //   is_memlive_thread(s, t)          whether a snapshot's thread is one of memlive's own (its HTTP
 //                                    workers, its sampler), which snapshots label "memlive":true.
 //
-// Needs civetweb (libcivetweb-dev) and nlohmann-json (nlohmann-json3-dev).
+// Needs civetweb (libcivetweb-dev) and nlohmann-json (nlohmann-json3-dev), and C++ exceptions
+// (an #error under -fno-exceptions; livealloc.h alone does without them).
 //
 // Compile-time switches (define before including):
 //   MEMLIVE_COUNT_GLOBAL_NEW  Define in exactly ONE translation unit of a program that does not
@@ -72,6 +73,13 @@
 //   become U+FFFD.
 #ifndef MEMLIVE_H
 #define MEMLIVE_H
+
+// The server catches what its work throws (std::bad_alloc, thread creation) and turns it into an
+// answer or a status; without exceptions that code cannot compile, and the first error was deep
+// inside this header.
+#ifndef __cpp_exceptions
+#error "memlive.h needs C++ exceptions: include it from a file compiled without -fno-exceptions"
+#endif
 
 #include <arpa/inet.h>
 #include <civetweb.h>

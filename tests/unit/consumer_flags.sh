@@ -98,7 +98,11 @@ if [ ${#memlive[@]} -gt 0 ]; then
   refuse "late LIVEALLOC_OVERRIDE after memlive.h" "$late" consumer_flags_late.cpp -std=c++17 \
     "${memlive[@]}"
 fi
-# (memlive.h too, when found: it needs exceptions and RTTI, but not fewer warnings.)
+if [ ${#memlive[@]} -gt 0 ]; then
+  refuse "memlive.h with -fno-exceptions" "memlive.h needs C++ exceptions" \
+    consumer_flags_twice.cpp -std=c++17 -fno-exceptions "${memlive[@]}"
+fi
+# (memlive.h too, when found: it needs exceptions, but not fewer warnings.)
 for std in c++17 c++20; do
   build "LIVEALLOC_OVERRIDE first, headers included again, strict warnings: -std=$std" \
     "$work/twice.o" consumer_flags_twice.cpp -c -std=$std "${strict[@]}" "${memlive[@]}"
