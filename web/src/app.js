@@ -526,7 +526,8 @@
     const s = String(v);
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
-  // The same columns as `memlive snapshot --format csv` (memlive/README.md).
+  // The same columns as `memlive snapshot --format csv` (memlive/README.md), whose `live` is at
+  // least 0 in every row (a thread of the capture hooks that freed more than it allocated).
   function toCSV(d) {
     const s = d.s;
     const taken = rawNs(d, "taken_ns");
@@ -535,9 +536,10 @@
     for (const t of s.threads)
       for (const r of t.classes)
         lines.push([taken, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
-          ...r.slice(1), liveOf(r, idx)].join(","));
+          ...r.slice(1), Math.max(0, liveOf(r, idx))].join(","));
     for (const r of s.exited)
-      lines.push([taken, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1), liveOf(r, idx)].join(","));
+      lines.push([taken, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1),
+        Math.max(0, liveOf(r, idx))].join(","));
     return lines.join("\r\n") + "\r\n";
   }
   $("export-csv").addEventListener("click", () => {

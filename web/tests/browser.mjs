@@ -422,6 +422,23 @@ try {
   const notice = await until("the notice", async () => ((await page.isVisible("#notice")) ? page.textContent("#notice") : null)).catch(() => "");
   check(/line 2: not JSON/.test(notice) && (await page.textContent("#replay-info")) === "1 / 5",
     "a malformed recording is refused with its line number and the replay stays", notice);
+  // A thread of the capture hooks can free more than it allocated (memlive/README.md): the CSV
+  // export's live is then 0, as in `memlive snapshot --format csv`, not negative.
+  const neg = JSON.parse(fs.readFileSync(rec, "utf8").split("\n")[0]);
+  const negThread = neg.threads.find((t) => t.classes.length > 0);
+  const negRow = negThread.classes[0];
+  negRow[neg.counters.indexOf("frees") + 1] = negRow[neg.counters.indexOf("allocs") + 1] + 7;
+  negRow[neg.counters.indexOf("adopted") + 1] = 0;
+  const negFile = path.join(out, "negative.jsonl");
+  fs.writeFileSync(negFile, JSON.stringify(neg) + "\n");
+  await page.setInputFiles("#replay-file", negFile);
+  await page.waitForFunction(() => document.getElementById("replay-info").textContent === "1 / 1", null,
+    { timeout: 10000 }).catch(() => {});
+  const [dl3] = await Promise.all([page.waitForEvent("download"), page.click("#export-csv")]);
+  const negLine = fs.readFileSync(await dl3.path(), "utf8").split("\r\n")
+    .find((l) => l.split(",")[2] === String(negThread.slot) && l.split(",")[6] === String(negRow[0]));
+  check(negLine && negLine.split(",").pop() === "0",
+    "Export CSV: a row with more frees than allocations has live 0, as memlive's CSV", negLine);
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
