@@ -1064,12 +1064,16 @@ struct global_state {
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
   std::atomic<std::atomic<std::uint8_t>*> chunk_map{nullptr};  // per 4 MiB chunk: 1 segment, 2 large
+  // Page bitmaps of unmapped segments, each linked to the next by its first word (meta_lock).
+  std::atomic<std::uint64_t>* free_bitmaps = nullptr;
 #endif
 };
 inline global_state g;
 
 // Metadata (heaps, checked-mode bitmaps) comes from a bump arena that is never returned: heaps
-// are reused, so it only grows with the peak number of threads.
+// are reused, so it only grows with the peak number of threads, and the bitmaps of an unmapped
+// segment's pages serve the next segment's (bitmap_take), so they grow with the peak number of
+// segments.
 inline void* meta_alloc(std::size_t size) noexcept {
   size = round_up(size, 64);
   lock_guard guard(g.meta_lock);
@@ -1226,15 +1230,46 @@ inline segment* segment_alloc() noexcept {
   return s;
 }
 
+#if LIVEALLOC_CHECKED
+// A page's checked-mode bitmap: one an unmapped segment gave back, or a new one. Sized for the
+// largest capacity, so that it fits any class the page serves later.
+inline std::atomic<std::uint64_t>* bitmap_take() noexcept {
+  {
+    lock_guard guard(g.meta_lock);
+    if (std::atomic<std::uint64_t>* b = g.free_bitmaps) {
+      g.free_bitmaps =
+          reinterpret_cast<std::atomic<std::uint64_t>*>(b[0].load(std::memory_order_relaxed));
+      return b;
+    }
+  }
+  return static_cast<std::atomic<std::uint64_t>*>(meta_alloc(kMaxCapacity / 8));
+}
+#endif
+
+// Gives an empty segment back to the OS (its pages' checked-mode bitmaps to bitmap_take: a new
+// segment's descriptors start without one, and each took a new one from the arena for good).
+inline void segment_unmap(segment* s) noexcept {
+#if LIVEALLOC_CHECKED
+  chunk_mark(s, kSegmentSize, 0);
+  {
+    lock_guard guard(g.meta_lock);
+    for (page& pg : s->pages) {
+      if (!pg.live_bits) continue;
+      pg.live_bits[0].store(reinterpret_cast<std::uintptr_t>(g.free_bitmaps),
+                            std::memory_order_relaxed);
+      g.free_bitmaps = pg.live_bits;
+    }
+  }
+#endif
+  sub(g_proc->segment_bytes, kSegmentSize);
+  os_unmap(s, kSegmentSize);
+}
+
 // Unmaps a list of empty segments taken out of the cache.
 inline void segments_unmap(segment* list) noexcept {
   while (list) {
     segment* next = list->next;
-#if LIVEALLOC_CHECKED
-    chunk_mark(list, kSegmentSize, 0);
-#endif
-    sub(g_proc->segment_bytes, kSegmentSize);
-    os_unmap(list, kSegmentSize);
+    segment_unmap(list);
     list = next;
   }
 }
@@ -1252,11 +1287,7 @@ inline void segment_release(segment* s) noexcept {
       return;
     }
   }
-#if LIVEALLOC_CHECKED
-  chunk_mark(s, kSegmentSize, 0);
-#endif
-  sub(g_proc->segment_bytes, kSegmentSize);
-  os_unmap(s, kSegmentSize);
+  segment_unmap(s);
 }
 
 // A run of n free units for a new span, or nullptr. Units released lately are still resident:
@@ -1316,11 +1347,8 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   pg->owner = h;
   pg->next = pg->prev = nullptr;
 #if LIVEALLOC_CHECKED
-  if (!pg->live_bits) {
-    // Sized for the largest capacity so a descriptor's bitmap fits any class it serves later.
-    pg->live_bits = static_cast<std::atomic<std::uint64_t>*>(meta_alloc(kMaxCapacity / 8));
-    if (!pg->live_bits) fatal("out of memory for checked-mode metadata", nullptr);
-  }
+  if (!pg->live_bits && !(pg->live_bits = bitmap_take()))
+    fatal("out of memory for checked-mode metadata", nullptr);
   for (unsigned i = 0; i < (pg->capacity + 63u) / 64u; ++i)
     pg->live_bits[i].store(0, std::memory_order_relaxed);
 #endif
