@@ -1482,8 +1482,13 @@ struct number_texts {
   bool boolean(bool) { return true; }
   bool number_integer(std::int64_t) { return true; }
   bool number_unsigned(std::uint64_t) { return true; }
+  // nlohmann hands over its token with the locale's decimal point in place of the '.' (for its
+  // strtod): "8,0" under a de_DE LC_NUMERIC. The digits, sign and exponent are as written.
   bool number_float(double, const std::string& s) {
-    if (depth == 1) text[name] = s;
+    if (depth != 1) return true;
+    std::string& t = text[name] = s;
+    for (char& c : t)
+      if ((c < '0' || c > '9') && c != '-' && c != '+' && c != 'e' && c != 'E') c = '.';
     return true;
   }
   bool string(std::string&) { return true; }

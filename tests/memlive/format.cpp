@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <clocale>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -860,6 +861,32 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
   CHECK_FALSE(check_options_body(deep, s.options).ok());
   const std::string deep_obj = "{\"a\":" + std::string(30000, '[') + std::string(30000, ']') + "}";
   CHECK_FALSE(check_options_body(deep_obj, s.options).ok());
+}
+
+// nlohmann's SAX number_float gets its token with the locale's decimal point in place of the '.'
+// (a program that called setlocale with a de_DE LC_NUMERIC hands "8,0" over for 8.0): the text
+// kept is the number as written, and 8.0 stays the whole number 8 in any locale.
+TEST_CASE("check_options_body: a float's text does not depend on the locale's decimal point") {
+  memlive::detail::number_texts numbers;
+  std::string key = "page_recycle";
+  REQUIRE(numbers.start_object(1));
+  REQUIRE(numbers.key(key));
+  REQUIRE(numbers.number_float(1500.0, "1,5e+3"));  // what nlohmann sends under de_DE
+  REQUIRE(numbers.end_object());
+  CHECK(numbers.text[key] == "1.5e+3");
+  // With a comma locale installed, end to end (skipped without one).
+  const std::string saved = std::setlocale(LC_NUMERIC, nullptr);
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"}) {
+    if (!std::setlocale(LC_NUMERIC, name)) continue;
+    const rd::snapshot s = make_snapshot(1, false);
+    const auto r = memlive::detail::check_options_body(R"({"page_recycle": 8.0})", s.options);
+    std::setlocale(LC_NUMERIC, saved.c_str());
+    INFO(name << ": " << r.error);
+    REQUIRE(r.ok());
+    CHECK(r.values.at(0).value == 8);
+    break;
+  }
+  std::setlocale(LC_NUMERIC, saved.c_str());
 }
 
 TEST_CASE("open_segment classifies failures") {
