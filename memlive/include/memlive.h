@@ -75,11 +75,12 @@
 #define MEMLIVE_H
 
 // The server catches what its work throws (std::bad_alloc, thread creation) and turns it into an
-// answer or a status; without exceptions that code cannot compile, and the first error was deep
-// inside this header.
+// answer or a status; without exceptions that code cannot compile. The #error is then the only
+// error: the compilers go on after an #error, so the rest of the header is skipped (#else), or
+// its try and catch would follow with errors deep inside it.
 #ifndef __cpp_exceptions
 #error "memlive.h needs C++ exceptions: include it from a file compiled without -fno-exceptions"
-#endif
+#else
 
 #include <arpa/inet.h>
 #include <civetweb.h>
@@ -3027,4 +3028,5 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
 }
 #endif  // MEMLIVE_COUNT_GLOBAL_NEW
 
+#endif  // __cpp_exceptions
 #endif  // MEMLIVE_H

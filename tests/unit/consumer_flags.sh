@@ -101,6 +101,14 @@ fi
 if [ ${#memlive[@]} -gt 0 ]; then
   refuse "memlive.h with -fno-exceptions" "memlive.h needs C++ exceptions" \
     consumer_flags_twice.cpp -std=c++17 -fno-exceptions "${memlive[@]}"
+  # ... and nothing else: the compilers go on after an #error, the header must not.
+  log=$("$cxx" -fsyntax-only -std=c++17 -fno-exceptions "${memlive[@]}" "${includes[@]}" \
+    "$here/consumer_flags_twice.cpp" 2>&1)
+  if [ "$(grep -cE ': (fatal )?error: ' <<<"$log")" -eq 1 ]; then
+    pass "memlive.h with -fno-exceptions: the #error is the only error"
+  else
+    fail "memlive.h with -fno-exceptions: errors besides the #error" "$(grep 'error: ' <<<"$log")"
+  fi
 fi
 # (memlive.h too, when found: it needs exceptions, but not fewer warnings.)
 for std in c++17 c++20; do
