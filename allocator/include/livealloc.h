@@ -2300,6 +2300,43 @@ inline bool table_name_held(const char* path) noexcept {
   return held;
 }
 
+// Whether this process maps the file named `path` (a line of /proc/self/maps in /dev/shm with its
+// inode: a view made before the file had that name shows as "/dev/shm/#<inode> (deleted)"): then
+// the name is held by another copy of livealloc in this very process, such as the LD_PRELOAD
+// library in a program built with livealloc.h or memlive.h, not by a process elsewhere. For the
+// message of an EBUSY only; no allocation.
+inline bool table_name_mapped_here(const char* path) noexcept {
+  struct stat st;
+  if (stat(path, &st) != 0) return false;
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  std::size_t have = 0;
+  bool found = false;
+  for (ssize_t n; !found && (n = read(fd, buf + have, sizeof buf - have)) > 0;) {
+    have += static_cast<std::size_t>(n);
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < have && !found; ++i) {
+      if (buf[i] != '\n') continue;
+      buf[i] = 0;  // "address perms offset dev inode path"
+      const char* f = buf + start;
+      for (int field = 0; field < 4 && f; ++field) {
+        f = strchr(f, ' ');
+        if (f) ++f;
+      }
+      std::uint64_t ino = 0;
+      for (; f && *f >= '0' && *f <= '9'; ++f) ino = ino * 10 + static_cast<unsigned>(*f - '0');
+      found = f && ino == st.st_ino && strstr(f, " /dev/shm/") != nullptr;
+      start = i + 1;
+    }
+    memmove(buf, buf + start, have - start);
+    have -= start;
+    if (have == sizeof buf) have = 0;  // a line longer than the buffer: not one of ours
+  }
+  close(fd);
+  return found;
+}
+
 inline bool process_init() noexcept;
 
 // Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value: EBUSY when a running
@@ -2594,7 +2631,11 @@ inline bool process_init() noexcept {
             st.st_uid != geteuid())  // another user's file under our name: /dev/shm is sticky
           m << " (" << g_table.path << " belongs to uid " << static_cast<long long>(st.st_uid)
             << ", who must remove it)";
-        if (err == EBUSY)
+        if (err == EBUSY && table_name_mapped_here(g_table.path))
+          m << " (" << g_table.path << " is the segment of another copy of livealloc in this "
+            << "process, the LD_PRELOAD library or a program built with livealloc.h: only that "
+            << "copy is profiled)";
+        else if (err == EBUSY)
           m << " (" << g_table.path << " is the segment of another running process with pid "
             << static_cast<long long>(getpid())
             << ", in another pid namespace that shares /dev/shm: this process is not profiled)";

@@ -2798,6 +2798,17 @@ inline global_server& global() {
   return g;
 }
 
+// Why livealloc::telemetry::enable() failed, for start() and take_snapshot().
+inline std::string enable_error(int e) {
+  std::string m = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
+  const std::string path = "/dev/shm/livealloc." + std::to_string(getpid());
+  if (e == EBUSY && la::table_name_mapped_here(path.c_str()))
+    m += " (" + path + " is published by another copy of livealloc in this process, the " +
+         "LD_PRELOAD library: start the program without LIVEALLOC_PROFILE=1, which `memlive " +
+         "run` sets, for this copy to publish its own)";
+  return m;
+}
+
 // memlive::start() with its lock held, inside an internal_scope.
 inline status start_locked(global_server& g, const options& o) {
   status st;
@@ -2808,7 +2819,7 @@ inline status start_locked(global_server& g, const options& o) {
   }
   if (const int e = livealloc::telemetry::enable(); e != 0) {
     st.error = start_error::telemetry;
-    st.message = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
+    st.message = enable_error(e);
     return st;
   }
   std::string err;
@@ -2879,7 +2890,7 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
   if (!g.self) {
     detail::internal_scope scope;  // the segment object stays with memlive
     if (const int e = livealloc::telemetry::enable(); e != 0)
-      err = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
+      err = detail::enable_error(e);
     else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
       g.owner = getpid();
   }
