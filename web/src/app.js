@@ -566,25 +566,33 @@
       }
       const err = checkSnapshot(s);
       if (err) return showNotice(f.name + ", line " + (i + 1) + ": " + err + "; nothing loaded");
-      samples.push({ s, raw: line });
+      samples.push({ s, raw: line, line: i + 1 });
     }
     if (!samples.length) return showNotice(f.name + " holds no samples; nothing loaded");
     startReplay(f.name, samples);
   });
 
+  // Derives every sample before anything changes: a line that cannot be read (no counter
+  // "allocs", a thread without classes) is refused with its number and leaves the page as it was
+  // (it threw half-way, after the stream had been closed: the page froze without a word).
   function startReplay(name, raw) {
+    let prev = null;
+    const samples = [];
+    for (const { s, raw: text, line } of raw) {
+      try { prev = derive(s, prev && prev.s.pid === s.pid ? prev : null); }
+      catch (e) {
+        return showNotice(name + ", line " + line + ": cannot read it (" + e.message +
+          "); nothing loaded");
+      }
+      prev.raw = text;
+      samples.push(prev);
+    }
     closeStream();
     stopReplayTimer();
     showNotice("");
     state.series = [];
     state.epoch += 1;
     state.pid = null;
-    let prev = null;
-    const samples = raw.map(({ s, raw: text }) => {
-      prev = derive(s, prev && prev.s.pid === s.pid ? prev : null);
-      prev.raw = text;
-      return prev;
-    });
     for (const d of samples) pushSample(d);
     state.replay = { name, samples, pos: samples.length - 1, timer: null };
     $("replay-controls").hidden = false;

@@ -422,6 +422,22 @@ try {
   const notice = await until("the notice", async () => ((await page.isVisible("#notice")) ? page.textContent("#notice") : null)).catch(() => "");
   check(/line 2: not JSON/.test(notice) && (await page.textContent("#replay-info")) === "1 / 5",
     "a malformed recording is refused with its line number and the replay stays", notice);
+  // A line that is a snapshot by its fields but cannot be read (no counter "allocs") is refused
+  // with its number, and the replay stays.
+  const unreadable = path.join(out, "unreadable.jsonl");
+  const noAllocs = JSON.parse(fs.readFileSync(rec, "utf8").split("\n")[0]);
+  noAllocs.counters = noAllocs.counters.map((c) => (c === "allocs" ? "allocations" : c));
+  fs.writeFileSync(unreadable,
+    fs.readFileSync(rec, "utf8").split("\n")[0] + "\n" + JSON.stringify(noAllocs) + "\n");
+  await page.setInputFiles("#replay-file", unreadable);
+  const notice2 = await until("the notice", async () => {
+    const t = (await page.isVisible("#notice")) ? await page.textContent("#notice") : "";
+    return t.includes("unreadable.jsonl") ? t : null;
+  }).catch(() => "");
+  check(/line 2: cannot read it \(.*allocs/.test(notice2) &&
+    (await page.textContent("#replay-info")) === "1 / 5" &&
+    (await page.evaluate(() => document.body.dataset.mode)) === "replay",
+    "an unreadable recording line is refused with its line number and the replay stays", notice2);
   // A thread of the capture hooks can free more than it allocated (memlive/README.md): the CSV
   // export's live is then 0, as in `memlive snapshot --format csv`, not negative.
   const neg = JSON.parse(fs.readFileSync(rec, "utf8").split("\n")[0]);
