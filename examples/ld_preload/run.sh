@@ -13,12 +13,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$root/build"
 port=8080
 smoke=0
+usage() { echo "usage: $0 [--build DIR] [--port P] [--smoke]" >&2; exit 2; }
 while (($# > 0)); do
   case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --port) port="$2"; shift 2 ;;
+    --build) (($# >= 2)) || usage; build="$2"; shift 2 ;;
+    --port) (($# >= 2)) || usage; port="$2"; shift 2 ;;
     --smoke) smoke=1; shift ;;
-    *) echo "usage: $0 [--build DIR] [--port P] [--smoke]" >&2; exit 2 ;;
+    *) usage ;;
   esac
 done
 memlive="$build/memlive/memlive"

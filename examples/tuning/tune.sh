@@ -8,7 +8,12 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$root/build"
-if [[ "${1:-}" == "--build" ]]; then build="$2"; fi
+if [[ $# -eq 2 && "$1" == "--build" ]]; then
+  build="$2"
+elif [[ $# -ne 0 ]]; then
+  echo "usage: $0 [--build DIR]" >&2
+  exit 2
+fi
 memlive="$build/memlive/memlive"
 program="$build/examples/tuning/tuning"
 for f in "$memlive" "$program"; do
