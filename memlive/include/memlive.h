@@ -1533,11 +1533,16 @@ inline options_request check_options_body(const std::string& body,
     return "[" + std::to_string(o.min) + ", " + std::to_string(o.max) + "]";
   };
   if (j.is_discarded() && !numbers.overflow.empty()) {
+    // Refused as any number out of range is (what follows it in the body is not read).
     const std::string& name = numbers.overflow_name;
     for (const rd::option_view& p : published)
-      if (p.name == name && !p.is_bool)
+      if (p.name == name)
         return fail("option '" + name + "': " + numbers.overflow + " is out of range " + range(p),
                     &name);
+    assignment unknown;
+    unknown.name = name;
+    std::string err;
+    if (!check_assignment(unknown, published, &err)) return fail(err, &name);
   }
   if (j.is_discarded()) return fail("malformed JSON", nullptr);
   if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);

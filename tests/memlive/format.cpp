@@ -830,6 +830,8 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
       // Past a double's range, which ends nlohmann's parse: out of range, not malformed.
       {R"({"page_recycle": 1e400})", "page_recycle", "1e400 is out of range [0, 4096]"},
       {R"({"page_recycle": -1E+400})", "page_recycle", "-1E+400 is out of range [0, 4096]"},
+      {R"({"hugepages": 1e400})", "hugepages", "1e400 is out of range [0, 1]"},
+      {R"({"nosuch": 1e400})", "nosuch", "unknown option 'nosuch'"},
       {R"({"page_recycle": 5e3})", "page_recycle", "out of range [0, 4096]"},
       {R"({"hugepages": 2.0})", "hugepages", "is a bool"},
       {R"({"page_recycle": true})", "page_recycle", "an integer, not boolean"},
