@@ -2513,8 +2513,9 @@ inline void server::stream(mg_connection* conn, const char* query, bool head_onl
   }
 }
 
+// A dotted IPv4 address, or "localhost" in any case (host names are case-insensitive).
 inline int parse_ipv4(const std::string& host, in_addr* out) {
-  return inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), out) == 1;
+  return inet_pton(AF_INET, iequals(host, "localhost") ? "127.0.0.1" : host.c_str(), out) == 1;
 }
 
 // The line to print when `host` is not a loopback address (127.0.0.0/8), else "": the server

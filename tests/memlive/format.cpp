@@ -891,6 +891,20 @@ TEST_CASE("check_options_body: a float's text does not depend on the locale's de
   std::setlocale(LC_NUMERIC, saved.c_str());
 }
 
+TEST_CASE("parse_ipv4: a dotted address, or localhost in any case") {
+  for (const char* host : {"localhost", "LOCALHOST", "LocalHost", "127.0.0.1"}) {
+    INFO(host);
+    in_addr a{};
+    CHECK(memlive::detail::parse_ipv4(host, &a) == 1);
+    CHECK(a.s_addr == htonl(INADDR_LOOPBACK));
+  }
+  in_addr a{};
+  for (const char* host : {"", "localhost.", "127.1", "::1", "local host"}) {
+    INFO(host);
+    CHECK(memlive::detail::parse_ipv4(host, &a) == 0);
+  }
+}
+
 TEST_CASE("open_segment classifies failures") {
   memlive::open_result r = memlive::open_segment(0);
   CHECK(r.kind == memlive::error_kind::usage);
