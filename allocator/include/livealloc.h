@@ -2300,41 +2300,92 @@ inline bool table_name_held(const char* path) noexcept {
   return held;
 }
 
-// Whether this process maps the file named `path` (a line of /proc/self/maps in /dev/shm with its
-// inode: a view made before the file had that name shows as "/dev/shm/#<inode> (deleted)"): then
-// the name is held by another copy of livealloc in this very process, such as the LD_PRELOAD
-// library in a program built with livealloc.h or memlive.h, not by a process elsewhere. For the
-// message of an EBUSY only; no allocation.
-inline bool table_name_mapped_here(const char* path) noexcept {
-  struct stat st;
-  if (stat(path, &st) != 0) return false;
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+// Reads the number in `base` (16 or 10) at *s and moves *s past it; false when no digit is there.
+inline bool maps_number(const char** s, unsigned base, std::uint64_t* v) noexcept {
+  const char* p = *s;
+  std::uint64_t n = 0;
+  for (;; ++p) {
+    unsigned d;
+    if (*p >= '0' && *p <= '9') d = static_cast<unsigned>(*p - '0');
+    else if (base == 16 && *p >= 'a' && *p <= 'f') d = static_cast<unsigned>(*p - 'a' + 10);
+    else break;
+    n = n * base + d;
+  }
+  if (p == *s) return false;
+  *s = p;
+  *v = n;
+  return true;
+}
+
+// Whether the line "address perms offset major:minor inode path" of a memory map (/proc/PID/maps)
+// maps the file (dev, ino): 1 yes, 0 no, -1 not such a line.
+inline int maps_line_maps(const char* line, dev_t dev, ino_t ino) noexcept {
+  for (int field = 0; field < 3; ++field) {
+    line = strchr(line, ' ');
+    if (!line) return -1;
+    ++line;
+  }
+  std::uint64_t maj = 0, min = 0, inode = 0;
+  if (!maps_number(&line, 16, &maj) || *line++ != ':' || !maps_number(&line, 16, &min) ||
+      *line++ != ' ' || !maps_number(&line, 10, &inode))
+    return -1;
+  return inode == ino && maj == major(dev) && min == minor(dev) ? 1 : 0;
+}
+
+// Whether the process whose memory map is the file `maps` (/proc/PID/maps, /proc/self/maps) maps
+// the file (dev, ino): 1 yes, 0 no, -1 unknown (no line of the map could be read: another
+// user's process, or one that is ending). The allocator maps its segment for the life of the
+// process image, before the file gets its name: a view made before the file had its name shows as
+// "/dev/shm/#<inode> (deleted)", which the device and inode still match. Read with no allocation:
+// the allocator asks too.
+inline int maps_file(const char* maps, dev_t dev, ino_t ino) noexcept {
+  const int fd = open(maps, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
   char buf[4096];
   std::size_t have = 0;
-  bool found = false;
-  for (ssize_t n; !found && (n = read(fd, buf + have, sizeof buf - have)) > 0;) {
+  bool inside = false;  // in the rest of a line longer than the buffer, already decided
+  int found = -1;
+  auto decide = [&](const char* line) {
+    const int r = maps_line_maps(line, dev, ino);
+    if (r >= 0) found = r;
+  };
+  for (;;) {
+    const ssize_t n = read(fd, buf + have, sizeof buf - have - 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      buf[have] = 0;  // a last line without its newline
+      if (have && !inside) decide(buf);
+      break;
+    }
     have += static_cast<std::size_t>(n);
     std::size_t start = 0;
-    for (std::size_t i = 0; i < have && !found; ++i) {
+    for (std::size_t i = 0; i < have && found != 1; ++i) {
       if (buf[i] != '\n') continue;
-      buf[i] = 0;  // "address perms offset dev inode path"
-      const char* f = buf + start;
-      for (int field = 0; field < 4 && f; ++field) {
-        f = strchr(f, ' ');
-        if (f) ++f;
-      }
-      std::uint64_t ino = 0;
-      for (; f && *f >= '0' && *f <= '9'; ++f) ino = ino * 10 + static_cast<unsigned>(*f - '0');
-      found = f && ino == st.st_ino && strstr(f, " /dev/shm/") != nullptr;
+      buf[i] = 0;
+      if (!inside) decide(buf + start);
+      inside = false;
       start = i + 1;
     }
+    if (found == 1) break;
     memmove(buf, buf + start, have - start);
     have -= start;
-    if (have == sizeof buf) have = 0;  // a line longer than the buffer: not one of ours
+    if (have == sizeof buf - 1) {  // a line longer than the buffer: its start has every field
+      buf[have] = 0;
+      if (!inside) decide(buf);
+      have = 0;
+      inside = true;
+    }
   }
   close(fd);
   return found;
+}
+
+// Whether this process maps the file named `path`: then the name is held by another copy of
+// livealloc in this very process, such as the LD_PRELOAD library in a program built with
+// livealloc.h or memlive.h, not by a process elsewhere. For the message of an EBUSY.
+inline bool table_name_mapped_here(const char* path) noexcept {
+  struct stat st;
+  return stat(path, &st) == 0 && maps_file("/proc/self/maps", st.st_dev, st.st_ino) == 1;
 }
 
 inline bool process_init() noexcept;

@@ -1099,27 +1099,9 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
 }
 
 namespace detail {
-// Whether process `pid` maps the file (dev, ino): 1 yes, 0 no, -1 unknown (its /proc/PID/maps
-// cannot be read: another user's process, or one that is ending). The allocator maps its segment
-// for the life of the process image, before the file gets its name.
+// Whether process `pid` maps the file (dev, ino): 1 yes, 0 no, -1 unknown.
 inline int maps_file(int pid, dev_t dev, ino_t ino) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  FILE* f = std::fopen(path.c_str(), "re");
-  if (!f) return -1;
-  int found = -1;  // no line read: unknown
-  char line[512];
-  bool line_start = true;
-  while (found != 1 && std::fgets(line, sizeof line, f)) {
-    const bool at_start = line_start;
-    line_start = strchr(line, '\n') != nullptr;  // a longer line goes on in the next read
-    unsigned major = 0, minor = 0;
-    unsigned long long inode = 0;
-    if (!at_start || std::sscanf(line, "%*s %*s %*s %x:%x %llu", &major, &minor, &inode) != 3)
-      continue;
-    found = inode == ino && makedev(major, minor) == dev ? 1 : 0;
-  }
-  std::fclose(f);
-  return found;
+  return livealloc::detail::maps_file(("/proc/" + std::to_string(pid) + "/maps").c_str(), dev, ino);
 }
 
 // Whether remove_stale may unlink the file `path` (named for `pid`): a regular file, not a

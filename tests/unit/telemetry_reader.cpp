@@ -868,6 +868,56 @@ TEST_CASE("remove_stale keeps a file whose lock is held, whatever its pids say")
   CHECK(lstat(dir.file(dead).c_str(), &st) != 0);
 }
 
+TEST_CASE("maps_file: a memory map's lines, read by hand, name a mapped file by device and inode") {
+  namespace ld = livealloc::detail;
+  temp_dir dir;
+  const std::string file = dir.path + "/mapped";
+  { std::ofstream(file) << "x"; }
+  struct stat st;
+  REQUIRE(stat(file.c_str(), &st) == 0);
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  void* view = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  REQUIRE(view != MAP_FAILED);
+  CHECK(ld::maps_file("/proc/self/maps", st.st_dev, st.st_ino) == 1);
+  CHECK(ld::table_name_mapped_here(file.c_str()));
+  REQUIRE(munmap(view, 4096) == 0);
+  CHECK(ld::maps_file("/proc/self/maps", st.st_dev, st.st_ino) == 0);
+  CHECK_FALSE(ld::table_name_mapped_here(file.c_str()));
+  CHECK(ld::maps_file((dir.path + "/none").c_str(), st.st_dev, st.st_ino) == -1);
+
+  // Synthetic maps: the device is hexadecimal major:minor; a line longer than the reader's buffer
+  // is skipped whole, even where its tail looks like a matching line; a last line may lack its
+  // newline; text that is not a map line decides nothing.
+  const dev_t dev = makedev(0xfd, 0x1a);
+  auto maps = [&](const std::string& text) {
+    const std::string path = dir.path + "/maps";
+    { std::ofstream(path) << text; }
+    return ld::maps_file(path.c_str(), dev, 4242);
+  };
+  const std::string match = "7f00-7f01 rw-s 00000000 fd:1a 4242 /dev/shm/livealloc.1";
+  const std::string other = "7f00-7f01 r--p 00000000 fd:1a 4243 /usr/lib/x.so\n";
+  CHECK(maps(match + "\n") == 1);
+  CHECK(maps(other + match) == 1);
+  CHECK(maps(other) == 0);
+  CHECK(maps("7f00-7f01 rw-s 00000000 1a:fd 4242 /dev/shm/x\n") == 0);  // major and minor swapped
+  CHECK(maps("7f00-7f01 rw-s 00000000 fd:1a 42420 /dev/shm/x\n") == 0);
+  CHECK(maps("") == -1);
+  CHECK(maps("garbage\nmore garbage\n7f00 rw-s 0 fd-1a 4242\n") == -1);
+  // The reader's buffer holds 4,095 characters of a line: a line with a long path is decided on
+  // its start, and the rest of it is no line, even where it looks like one.
+  const std::string head = "7f00-7f01 ---p 00000000 00:00 0 /";
+  for (std::size_t len : {4094u, 4095u, 4096u, 8190u, 8191u}) {
+    CAPTURE(len);
+    const std::string tail_matches = head + std::string(len - head.size(), 'a') + match + "\n";
+    CHECK(maps(tail_matches + other) == 0);
+    CHECK(maps(other + tail_matches + match) == 1);
+    CHECK(maps(match + " /" + std::string(len, 'a') + "\n" + other) == 1);
+  }
+  CHECK(maps(std::string(5000, 'a') + "\n" + match + "\n") == 1);
+}
+
 TEST_CASE("set_option validates, then publishes requested and a new generation") {
   temp_dir dir;
   const std::string path = dir.file(getpid());
