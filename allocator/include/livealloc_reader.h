@@ -134,12 +134,19 @@ struct snapshot {
   std::uint64_t live_blocks() const;       // over all classes
   // Bytes in live blocks: live blocks x block size for classes 1.., plus large_bytes.
   std::uint64_t live_bytes() const;
-  std::uint32_t threads_alive() const;                            // slots in state alive
+  // Slots in state alive while the process runs; 0 once it is gone (see state_name below).
+  std::uint32_t threads_alive() const;
   const option_view* find_option(const std::string& name) const;  // nullptr if absent
 };
 
 // "unused", "alive", "exited", "overflow" or "state N".
 std::string state_name(std::uint32_t state);
+// A thread's state as a reader should show it: state_name(t.state), except "ended" for a slot
+// still in state alive when its process is gone (!s.process_alive). The allocator marks a slot
+// exited when its thread exits; a process that crashes, is killed or returns from main ends its
+// running threads without that (the main thread's slot always stays alive), so in the last state
+// of a process every thread that was still running shows "ended", none "alive".
+std::string state_name(const snapshot& s, const thread_view& t);
 
 // True when a process with this pid exists (kill(pid, 0) succeeds or fails with EPERM). A reused
 // pid looks alive: the error is on the safe side (a segment is never swept while its pid lives).
@@ -183,8 +190,11 @@ class segment {
   std::int32_t pid() const { return pid_; }
   const std::string& path() const { return path_; }
   bool writable() const { return writable_; }
-  bool process_alive() const { return pid_alive(pid_); }
-  std::uint32_t threads_alive() const;  // slots in state alive, without a full snapshot
+  // Whether the process that made this segment still runs: segment_owner_alive with the
+  // header's start time, as snapshot::process_alive (a pid reused since is not that process).
+  bool process_alive() const;
+  // Slots in state alive, without a full snapshot; 0 once the process is gone.
+  std::uint32_t threads_alive() const;
 
   // A process that calls exec publishes a new segment under the same name (the new image's
   // allocator starts afresh), and this one stops changing. Returns the new one, opened as this
@@ -629,6 +639,10 @@ inline bool proc_stat(int pid, char* state, std::uint64_t* start_ticks) {
 }
 }  // namespace detail
 
+inline std::string state_name(const snapshot& s, const thread_view& t) {
+  return t.state == telemetry::slot_alive && !s.process_alive ? "ended" : state_name(t.state);
+}
+
 inline bool pid_alive(int pid) {
   if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
   char state = 0;
@@ -698,6 +712,7 @@ inline std::uint64_t snapshot::live_bytes() const {
   return t;
 }
 inline std::uint32_t snapshot::threads_alive() const {
+  if (!process_alive) return 0;
   return static_cast<std::uint32_t>(
       std::count_if(threads.begin(), threads.end(),
                     [](const thread_view& t) { return t.state == telemetry::slot_alive; }));
@@ -993,9 +1008,19 @@ inline snapshot segment::take() const {
   return s;
 }
 
+inline bool segment::process_alive() const {
+  // The header's start time, unless the file was cut under the mapping (a read there is SIGBUS):
+  // then 0, unknown, and the pid alone decides.
+  struct stat st;
+  std::uint64_t start_ns = 0;
+  if (fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= detail::kHeaderSize)
+    start_ns = detail::load<std::uint64_t>(base_, offsetof(telemetry::segment_header, start_ns));
+  return segment_owner_alive(pid_, start_ns);
+}
+
 inline std::uint32_t segment::threads_alive() const {
   detail::layout l;
-  if (!current(&l, nullptr)) return 0;
+  if (!current(&l, nullptr) || !process_alive()) return 0;
   const detail::written data(fd_, size_);
   std::uint32_t n = 0;
   for (std::uint32_t i = 0; i < l.slot_count; ++i) {
@@ -1015,7 +1040,7 @@ inline bool segment::set_option(const std::string& name, std::int64_t value, std
   }
   detail::layout l;
   if (!current(&l, error)) return false;
-  if (!pid_alive(pid_)) {
+  if (!process_alive()) {
     detail::set(error, "process " + std::to_string(pid_) +
                            " is not running: nothing would apply option '" + name + "'");
     return false;
@@ -1073,7 +1098,7 @@ inline bool segment::wait_validated(std::uint64_t generation, int timeout_ms) co
             base_, l.control_offset + offsetof(telemetry::control_block, validated_generation)) >=
         generation)
       return true;
-    if (detail::monotonic_ms() >= deadline || !pid_alive(pid_)) return false;
+    if (detail::monotonic_ms() >= deadline || !process_alive()) return false;
     detail::sleep_ms(1);
   }
 }
@@ -1093,7 +1118,7 @@ inline bool segment::wait_applied(std::uint64_t generation, int timeout_ms) cons
             detail::load<std::uint64_t>(base_, l.slot(i) + offsetof(S, applied_generation)) >=
                 generation;
     if (all) return true;
-    if (detail::monotonic_ms() >= deadline || !pid_alive(pid_)) return false;
+    if (detail::monotonic_ms() >= deadline || !process_alive()) return false;
     detail::sleep_ms(1);
   }
 }

@@ -57,10 +57,13 @@
 //   control       {generation, validated_generation, rejected}
 //   options       [{name, requested, effective, min, max, default, live (bool), bool (bool)}]
 //                 (requested..default are signed 64-bit)
-//   threads       [{slot, state ("alive"|"exited"|"overflow"), tid (signed), name, incarnation,
-//                   start_ns, exit_ns, applied_generation, slow_paths, flushes, mmap_calls,
-//                   munmap_calls, madvise_calls, memlive (bool),
+//   threads       [{slot, state ("alive"|"exited"|"overflow"|"ended"), tid (signed), name,
+//                   incarnation, start_ns, exit_ns, applied_generation, slow_paths, flushes,
+//                   mmap_calls, munmap_calls, madvise_calls, memlive (bool),
 //                   classes: [[class, c0, c1, ..., c15], ...]}]
+//                 "ended" (rd::state_name(s, t)): the thread was still running when its process
+//                 ended (crashed, killed, or returned from main): the snapshot of a process that
+//                 is gone (alive false) shows no thread "alive"; its exit_ns stays 0.
 //                 `classes` holds only the classes where at least one counter is non-zero, each
 //                 row the class index followed by the 16 counters in `counters` order.
 //                 `memlive` is true for memlive's own threads (is_memlive_thread): count them
@@ -189,7 +192,8 @@ std::string to_json(const rd::snapshot& s);
 // CSV (RFC 4180: fields with a comma, quote, CR or LF are quoted, quotes doubled). Header:
 //   taken_ns,pid,slot,tid,thread,state,class,size,<16 counter names>,live
 // One row per thread slot and class with any non-zero counter, then the exited totals with
-// slot "exited", tid 0, thread "" and state "exited_totals". `live` is the live-block formula.
+// slot "exited", tid 0, thread "" and state "exited_totals". `state` is the JSON's ("ended" for a
+// thread still running when its process ended). `live` is the live-block formula.
 std::string to_csv(const rd::snapshot& s, bool header = true);
 
 // Prometheus text exposition format 0.0.4. Per thread and class (only rows with a non-zero
@@ -897,7 +901,7 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
     w.raw(i ? ",{" : "{");
     detail::json_field(w, "slot", t.slot, true);
     w.raw(",\"state\":\"");
-    w.raw(rd::state_name(t.state));
+    w.raw(rd::state_name(s, t));
     w.ch('"');
     detail::json_field(w, "tid", t.tid);
     w.raw(",\"name\":");
@@ -956,7 +960,7 @@ inline std::string to_csv(const rd::snapshot& s, bool header) {
       w.raw(",live\n");
     }
     for (const rd::thread_view& t : s.threads) {
-      const std::string slot = std::to_string(t.slot), state = rd::state_name(t.state);
+      const std::string slot = std::to_string(t.slot), state = rd::state_name(s, t);
       for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
         if (detail::row_nonzero(t.counters[cls]))
           detail::csv_row(w, s, slot, t.tid, t.name, state, cls, t.counters[cls]);
@@ -1922,7 +1926,7 @@ inline server::response server::snapshot_response() {
   if (take(&s, &err)) {
     append_json(r.body, s);
     last_good_ = r.body;
-  } else if (!last_good_.empty() && !rd::pid_alive(pid_)) {
+  } else if (!last_good_.empty() && !seg_->process_alive()) {
     r.body = last_good_;  // the process is gone and its segment went with it: the last state
   } else {
     r.code = 503;
@@ -2076,7 +2080,12 @@ inline int server::handle(mg_connection* conn) {
     writer w(r.body);
     w.raw("{\"ok\":true");
     json_field(w, "pid", pid_);
-    json_bool(w, "alive", rd::pid_alive(pid_));
+    bool alive = false;
+    {
+      std::lock_guard<std::mutex> lock(seg_mutex_);  // seg_ changes at an exec
+      alive = seg_->process_alive();                 // as the snapshot's "alive"
+    }
+    json_bool(w, "alive", alive);
     json_field(w, "uptime_ms", steady_ms() - started_ms_);
     w.raw(",\"version\":\"");
     w.raw(version_string());

@@ -122,7 +122,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::uint64_t generation = 0;
     const bool stored = seg->set_option(o.name, value, &why, &generation);
     const bool allowed = o.live && value >= o.min && value <= o.max &&
-                         (!o.is_bool || value == 0 || value == 1) && rd::pid_alive(s.pid);
+                         (!o.is_bool || value == 0 || value == 1) &&
+                         s.process_alive;  // the segment's owner runs: not a newer holder of its pid
     // Two options may share a name in a damaged file: only the first one's rules apply then.
     bool first = true;
     for (const rd::option_view& other : s.options)

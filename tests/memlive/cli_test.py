@@ -666,9 +666,19 @@ def check_errors(ml, workload_pid, tmp):
     check(r.returncode == 0 and "its pid now another process's" in r.stdout and
           "1 stale segment " in r.stdout, "list: a segment older than its pid's process is stale: %s"
           % r.stdout.strip())
+    row = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] == [str(workload_pid)]]
+    check(len(row) == 1 and row[0][2] == "0",
+          "list: the gone process of that segment has 0 threads alive (%s)" % r.stdout.strip())
     r = run([ml, "snapshot", "--pid", str(workload_pid), "--dir", reused_dir])
     check(r.returncode == 0 and json.loads(r.stdout)["alive"] is False and "stale" in r.stderr,
           "snapshot of that segment: alive false, a note (%d: %s)" % (r.returncode, r.stderr.strip()))
+    states = [t["state"] for t in json.loads(r.stdout)["threads"]] if r.returncode == 0 else []
+    check("ended" in states and "alive" not in states,
+          "snapshot of that segment: its running threads ended with it, none alive (%s)" % states)
+    r = run([ml, "snapshot", "--pid", str(workload_pid), "--dir", reused_dir, "--format", "csv"])
+    states = {row[5] for row in list(csv.reader(io.StringIO(r.stdout)))[1:]}
+    check(r.returncode == 0 and "ended" in states and "alive" not in states,
+          "csv of that segment: ended, none alive (%s)" % sorted(states))
     r = run([ml, "list", "--clean", "--dir", reused_dir])
     check("removed 1 stale segment" in r.stdout and not os.listdir(reused_dir),
           "list --clean removes it: %s" % r.stdout.strip())

@@ -223,7 +223,8 @@ TEST_CASE("JSON parses and gives back every number") {
     const json& t = j["threads"][i];
     const rd::thread_view& v = s.threads[i];
     CHECK(t["slot"] == v.slot);
-    CHECK(t["state"] == rd::state_name(v.state));
+    CHECK(t["state"] == rd::state_name(s, v));
+    CHECK(t["state"] == rd::state_name(v.state));  // the process runs: the slot's own state
     CHECK(t["tid"] == v.tid);
     CHECK(t["incarnation"] == v.incarnation);
     CHECK(t["start_ns"].get<std::uint64_t>() == v.start_ns);
@@ -277,6 +278,26 @@ TEST_CASE("JSON of an empty snapshot and of a reused buffer") {
   buf.clear();
   memlive::append_json(buf, s);  // shorter than before: no stale bytes left at the end
   CHECK(buf == memlive::to_json(s));
+}
+
+TEST_CASE("a process that is gone: its threads that were running show ended, in JSON and CSV") {
+  rd::snapshot s = make_snapshot(5, false);  // slots 0-3 alive, 4 exited
+  s.process_alive = false;                   // what take() says once the process is gone
+  const json j = json::parse(memlive::to_json(s));
+  CHECK(j["alive"] == false);
+  REQUIRE(j["threads"].size() == 5);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(j["threads"][i]["state"] == (i == 4 ? "exited" : "ended"));
+    CHECK(j["threads"][i]["exit_ns"].get<std::uint64_t>() == s.threads[i].exit_ns);
+  }
+  std::set<std::string> states;
+  for (const std::string& line : lines_of(memlive::to_csv(s, false))) states.insert(csv_split(line)[5]);
+  CHECK(states == std::set<std::string>{"ended", "exited", "exited_totals"});
+  // While it runs, the same slots are alive.
+  s.process_alive = true;
+  const json live = json::parse(memlive::to_json(s));
+  CHECK(live["threads"][0]["state"] == "alive");
+  CHECK(live["threads"][4]["state"] == "exited");
 }
 
 TEST_CASE("CSV has a header and one row per thread and non-zero class") {

@@ -1171,6 +1171,10 @@ def cmd_run(ml, target):
             st, _, snap = get_json(port, "/api/snapshot")
             check(st == 200 and snap and snap["alive"] is False,
                   "run: the last state is served after the exit (%d)" % st)
+            states = [t["state"] for t in (snap or {}).get("threads", [])]
+            check("ended" in states and "alive" not in states,
+                  "run: no thread of the exited program alive, its main thread ended (%s)" %
+                  states)
             p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=TIMEOUT)
             check(rc == 4, "run: SIGTERM ends it with the program's status 4 (got %d)" % rc)

@@ -678,6 +678,19 @@ TEST_CASE("a dead process's segment opens, marked not alive") {
   REQUIRE(s.ok());
   CHECK_FALSE(s.process_alive);
   CHECK(s.threads.size() == 3);
+  // Its threads were running when it died (slots 0 and 1 still say alive): none of them is
+  // shown alive any more, they ended with it; the one that exited before stays exited.
+  CHECK(s.threads_alive() == 0);
+  CHECK(seg->threads_alive() == 0);
+  REQUIRE(s.threads.size() == 3);
+  CHECK(s.threads[0].state == tl::slot_alive);  // the raw slot state is kept
+  CHECK(rd::state_name(s, s.threads[0]) == "ended");
+  CHECK(rd::state_name(s, s.threads[1]) == "ended");
+  CHECK(rd::state_name(s, s.threads[2]) == "exited");
+  const std::vector<rd::segment_entry> listed = rd::list_segments(dir.path);
+  REQUIRE(listed.size() == 1);
+  CHECK_FALSE(listed[0].alive);
+  CHECK(listed[0].threads_alive == 0);
   CHECK_FALSE(seg->set_option("page_recycle", 3, &err));
   CHECK(contains(err, "process " + std::to_string(dead) + " is not running"));
   CHECK_FALSE(seg->wait_validated(s.generation + 1, 1000));  // returns at once: process gone
@@ -826,10 +839,20 @@ TEST_CASE("a segment older than the process now holding its pid is stale: the pi
   f.write(dir.file(me));
   auto seg = rd::segment::open_pid(me, nullptr, dir.path);
   REQUIRE(seg != nullptr);
-  CHECK_FALSE(seg->take().process_alive);
+  const rd::snapshot s = seg->take();
+  CHECK_FALSE(s.process_alive);
+  // The segment says as much as its snapshot (it said alive: the pid runs), and its threads
+  // ended with their process.
+  CHECK_FALSE(seg->process_alive());
+  CHECK(seg->threads_alive() == 0);
+  CHECK(s.threads_alive() == 0);
+  std::string err;
+  CHECK_FALSE(seg->set_option("page_recycle", 3, &err));
+  CHECK(err.find("is not running") != std::string::npos);
   std::vector<rd::segment_entry> list = rd::list_segments(dir.path);
   REQUIRE(list.size() == 1);
   CHECK_FALSE(list[0].alive);
+  CHECK(list[0].threads_alive == 0);
   CHECK(list[0].stale);
   CHECK(rd::segment_owner_alive(me, fake_segment::start_ns()));  // made after we started
   CHECK(rd::segment_owner_alive(me, 0));                         // unknown: kept

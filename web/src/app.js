@@ -64,6 +64,9 @@
     (c.foreign_allocs ? r[c.foreign_allocs] : 0);
   const rowLive = (r) => liveOf(r, C);
   const threadKey = (t) => t.slot + ":" + t.incarnation + ":" + t.tid;
+  // memlive writes "ended" for a thread that was still running when its process ended; a
+  // recording made by an older memlive says "alive" there, with the process's "alive": false.
+  const threadState = (s, t) => (t.state === "alive" && s.alive === false ? "ended" : t.state);
 
   // Turns a snapshot into per-class and per-thread figures. `prev` (the previous derived sample
   // of the same process, or null) gives rates.
@@ -87,6 +90,7 @@
     };
     const threads = [];
     for (const t of s.threads) {
+      const state = threadState(s, t);
       let live = 0, allocs = 0, frees = 0, remote = 0, large = 0;
       const cells = new Map();
       for (const r of t.classes) {
@@ -104,18 +108,17 @@
         k.inUse += r[C.pages_in_use];
         k.reserved += r[C.reserved_blocks];
         if (c > 0) k.free += Math.max(0, r[C.reserved_blocks] - Math.max(0, lb)) * k.size;
-        if (r[C.allocs] > 0 && t.state === "alive") {
+        if (r[C.allocs] > 0 && (state === "alive" || state === "ended")) { // running at the sample
           k.threads += 1;
           k.maxPeak = Math.max(k.maxPeak, r[C.peak_live]);
         }
         cells.set(c, { live: c === 0 ? 0 : lb * k.size, liveBlocks: lb, allocs: r[C.allocs] });
       }
-      // The overflow slot is shared by the threads that found no slot of their own. A thread
-      // still "alive" in the last state of a process that exited has ended with it.
+      // The overflow slot is shared by the threads that found no slot of their own.
       const overflow = t.state === "overflow", shared = overflow ? s.process.overflow_threads || 0 : 0;
       threads.push({ key: threadKey(t), slot: t.slot, tid: t.tid, overflow, shared,
         name: overflow ? "overflow slot (" + fmtInt(shared) + " threads)" : t.name || "(unnamed)",
-        state: t.state === "alive" && s.alive === false ? "ended" : t.state, memlive: t.memlive === true,
+        state, memlive: t.memlive === true,
         live, large, allocs, frees, remote, cells, applied: t.applied_generation, rate: 0, raw: t });
     }
     for (const r of s.exited) add(r);
@@ -535,7 +538,7 @@
     const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
     for (const t of s.threads)
       for (const r of t.classes)
-        lines.push([taken, s.pid, t.slot, t.tid, csvField(t.name), t.state, r[0], s.class_sizes[r[0]],
+        lines.push([taken, s.pid, t.slot, t.tid, csvField(t.name), threadState(s, t), r[0], s.class_sizes[r[0]],
           ...r.slice(1), Math.max(0, liveOf(r, idx))].join(","));
     for (const r of s.exited)
       lines.push([taken, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1),

@@ -576,6 +576,18 @@ try {
     (await page.textContent("#f-threads")).startsWith("0") && rowsAfter.length > 0 && !rowsAfter.includes("alive"),
     "a killed program shows as gone: no live threads, uptime frozen, no new chart points",
     JSON.stringify({ ended, later, rowsAfter, threads: await page.textContent("#f-threads") }));
+  // Its exported last state says what the page says: the threads running at the kill ended with
+  // it, none alive (memlive's JSON said "alive" for them, and so did the page's CSV).
+  const [dlEndJson] = await Promise.all([page.waitForEvent("download"), page.click("#export-json")]);
+  const endJson = JSON.parse(fs.readFileSync(await dlEndJson.path(), "utf8"));
+  const [dlEndCsv] = await Promise.all([page.waitForEvent("download"), page.click("#export-csv")]);
+  const endCsv = new Set(fs.readFileSync(await dlEndCsv.path(), "utf8").split("\r\n").slice(1)
+    .filter((l) => l).map((l) => l.split(",")[5]));
+  const endJsonStates = new Set(endJson.threads.map((t) => t.state));
+  check(endJson.alive === false && endJsonStates.has("ended") && !endJsonStates.has("alive") &&
+    endCsv.has("ended") && !endCsv.has("alive"),
+    "the killed program's exported JSON and CSV: its running threads ended, none alive",
+    JSON.stringify({ alive: endJson.alive, json: [...endJsonStates], csv: [...endCsv] }));
   exitCode = failures ? 1 : 0;
 } catch (e) {
   console.log("FAIL  " + (e && e.stack ? e.stack : e));
