@@ -31,8 +31,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[[ $reps =~ ^[0-9]+$ ]] && [ "$reps" -ge 1 ] && [ "$reps" -le 100 ] ||
+# Digits first, then compared in base 10 (08 is 8): a 20-digit value made test(1) print its own
+# "integer expression expected" before this message.
+[[ $reps =~ ^0*[0-9]{1,3}$ ]] && ((10#$reps >= 1 && 10#$reps <= 100)) ||
   { echo "memlive_bench.sh: --reps must be an integer from 1 to 100 (got '$reps')" >&2; exit 2; }
+reps=$((10#$reps))
 if [ "$do_build" = 1 ]; then
   [ -f "$build/CMakeCache.txt" ] || cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build" --target bench_memlive memlive

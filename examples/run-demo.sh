@@ -24,11 +24,14 @@ usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($# > 0)); do
   case "$1" in
     --port)
-      [[ $# -ge 2 && "$2" =~ ^[0-9]+$ && "$2" -le 65535 ]] || {
+      # Digits first, then arithmetic in base 10: bash reads 08 as octal (and stopped here on
+      # its own "value too great for base" before this message), and a number of more than 19
+      # digits wraps (18446744073709551616 was port 0). Leading zeros are decimal: 08 is 8.
+      [[ $# -ge 2 && "$2" =~ ^0*[0-9]{1,5}$ ]] && ((10#$2 <= 65535)) || {
         echo "run-demo: --port needs a port number from 0 to 65535" >&2
         exit 2
       }
-      port="$2"
+      port=$((10#$2))
       shift 2
       ;;
     --seconds)
