@@ -109,6 +109,7 @@
 #include <algorithm>
 #include <set>
 #include <atomic>
+#include <new>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -1375,6 +1376,7 @@ enum class start_error : int {
   already_running,  // memlive::start() was called twice without stop()
   telemetry,        // livealloc::telemetry::enable() or opening our own segment failed
   server,           // civetweb refused to start for another reason (message says why)
+  exiting,          // called while the process exits, after memlive's exit-time cleanup ran
 };
 
 struct status {
@@ -1387,6 +1389,11 @@ struct status {
 
 // Enables livealloc telemetry in this process and serves it over HTTP. Prints the URL once
 // (stderr) unless o.quiet. Never throws: failures come back in the status.
+// At exit, memlive stops its server (when the program did not call stop()) in a cleanup that
+// runs in the reverse order of registration, as atexit handlers and static destructors do: it
+// is registered at memlive's first use (start(), port(), stop() or take_snapshot()), so an
+// atexit handler registered before that runs after it. start() from there fails with
+// start_error::exiting; take_snapshot() still works while the segment can be read.
 status start(const options& o = {});
 // Stops the server started by start(); returns within about a second even with stream clients
 // connected (their loops watch a stop flag). Telemetry stays enabled. No-op when not running.
@@ -2765,9 +2772,6 @@ inline void server::stop() {
   mg_exit_library();
 }
 
-// The server of memlive::start() and the segment of take_snapshot(). Destroyed at exit when the
-// program never called stop(): inside an internal_scope like stop(), so that memlive's own
-// frees are not counted either.
 // The listening descriptors of memlive::start()'s server, plus one (0: none). A fork child
 // closes its copies at once, before the program can open other files under those numbers;
 // only the forking thread runs there, so no lock.
@@ -2777,19 +2781,27 @@ inline void close_listeners_in_fork_child() {
     if (const int fd = l.exchange(0, std::memory_order_relaxed) - 1; fd >= 0) close(fd);
 }
 
+// The server of memlive::start() and the segment of take_snapshot().
 struct global_server {
   std::mutex mutex;
   std::unique_ptr<server> srv;
   std::unique_ptr<rd::segment> self;  // this process's segment, for take_snapshot
   pid_t owner = 0;                    // the process srv and self were made in
+  // The exit-time cleanup ran: the process is exiting, and start() serves no more.
+  std::atomic<bool> closed{false};
   global_server() = default;
   global_server(const global_server&) = delete;
   global_server& operator=(const global_server&) = delete;
-  ~global_server() {
+  // At exit, when the program never called stop(): the server stops, inside an internal_scope
+  // like stop(), so that memlive's own frees are not counted either. Without the lock, as the
+  // destructor this was: a fork child can find it held by a thread the fork did not copy. The
+  // segment stays mapped for a take_snapshot() still to come (the exit unmaps it).
+  void close_at_exit() {
     internal_scope scope;
     forget_if_forked();
     srv.reset();
-    self.reset();
+    publish_listeners();
+    closed.store(true, std::memory_order_relaxed);
   }
   // A fork child has copies of srv and self but none of the server's threads: stopping or
   // destroying that server would join threads that do not exist (std::system_error, then an
@@ -2808,10 +2820,25 @@ struct global_server {
       g_listeners[i].store(i < fds.size() ? fds[i] + 1 : 0, std::memory_order_relaxed);
   }
 };
+// Never destroyed (built in static storage, as livealloc's own instance is), so that what runs
+// after the exit-time cleanup (an atexit handler registered before memlive's first use, the
+// destructor of a static built before it) still finds it whole: start() then says the process
+// is exiting. (A destroyed one said "no telemetry segment ...: is it running with
+// LIVEALLOC_PROFILE=1?" once livealloc had removed the segment's name at exit.)
 inline global_server& global() {
-  static global_server g;
-  return g;
+  alignas(global_server) static unsigned char storage[sizeof(global_server)];
+  static global_server* const g = new (storage) global_server;
+  struct cleanup {
+    ~cleanup() { g->close_at_exit(); }
+  };
+  static const cleanup at_exit;  // registered now: runs before the handlers registered earlier
+  return *g;
 }
+
+inline constexpr const char* kExitingMessage =
+    "the process is exiting: memlive's exit-time cleanup has run, which comes before the atexit "
+    "handlers registered before memlive's first use and the destructors of statics built "
+    "before it; ";
 
 // Why livealloc::telemetry::enable() failed, for start() and take_snapshot().
 inline std::string enable_error(int e) {
@@ -2827,6 +2854,12 @@ inline std::string enable_error(int e) {
 // memlive::start() with its lock held, inside an internal_scope.
 inline status start_locked(global_server& g, const options& o) {
   status st;
+  if (g.closed.load(std::memory_order_relaxed)) {
+    st.error = start_error::exiting;
+    st.message = std::string("memlive::start(): ") + kExitingMessage +
+                 "call start() before exit() or the return from main";
+    return st;
+  }
   if (g.srv) {
     st.error = start_error::already_running;
     st.message = "memlive is serving already on port " + std::to_string(g.srv->port());
@@ -2908,6 +2941,10 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
       err = detail::enable_error(e);
     else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
       g.owner = getpid();
+    if (!g.self && g.closed.load(std::memory_order_relaxed))  // not "is it running with ...?"
+      err = std::string("memlive::take_snapshot(): ") + detail::kExitingMessage +
+            "livealloc removes the segment's name at exit as well, so it cannot be opened any "
+            "more; a take_snapshot() before exit keeps it open for those after";
   }
   if (!g.self) {
     std::string message = detail::hand_out(err);

@@ -1,6 +1,6 @@
 // memlive::start() inside a multi-threaded livealloc workload, for tests/memlive/http_test.py.
 //
-//   memlive_http_app [--port P] name:size:count:frees [...]
+//   memlive_http_app [--port P] [--atexit] name:size:count:frees [...]
 //
 // Enables nothing itself: memlive::start() turns telemetry on. One thread per distinct name
 // (named before its first allocation) allocates `count` blocks of `size` bytes with
@@ -19,7 +19,11 @@
 //           exits. Prints "fork <status> <status> <pid> <pid>" (an exit status, or 128 + signal)
 //   sigpipe prints "sigpipe default" when SIGPIPE has its default action (this program never
 //           changes it; civetweb's start sets it to ignored), else "sigpipe changed"
+//   snapshot  memlive::take_snapshot(): prints "snapshot 1 <pid>" or "snapshot 0 <error>"
 //   quit    (or end of input) stops the threads and exits 0
+// --atexit registers an atexit handler before memlive's first use, which therefore runs after
+// memlive's exit-time cleanup: it calls take_snapshot() and start() and prints
+// "late-snapshot 1 <pid>" or "late-snapshot 0 <error>", then "late-start <error> <message>".
 #include <memlive.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -71,9 +75,30 @@ std::pair<int, int> fork_and_wait(F child) {
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
 }
 
+void print_snapshot(const char* what) {
+  livealloc::reader::snapshot s;
+  std::string err;
+  if (memlive::take_snapshot(&s, &err))
+    std::printf("%s 1 %d\n", what, static_cast<int>(s.pid));
+  else
+    std::printf("%s 0 %s\n", what, err.c_str());
+  std::fflush(stdout);
+}
+
+void late_use() {
+  print_snapshot("late-snapshot");
+  memlive::options o;
+  o.port = 0;
+  o.quiet = true;
+  print_status("late-start", memlive::start(o));
+  memlive::stop();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // first of all: before memlive's first use
+    if (std::string(argv[i]) == "--atexit") std::atexit(late_use);
   memlive::options opts;
   opts.port = 0;
   std::vector<plan> plans;
@@ -81,6 +106,7 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--port" && i + 1 < argc) {
       opts.port = std::atoi(argv[++i]);
+    } else if (arg == "--atexit") {
     } else if (!parse_entry(arg, &plans)) {
       std::fprintf(stderr, "http_app: bad entry '%s' (name:size:count:frees)\n", arg.c_str());
       return 2;
@@ -124,6 +150,8 @@ int main(int argc, char** argv) {
       const auto a = fork_and_wait([] { std::exit(0); });
       const auto b = fork_and_wait([port] { fork_child_checks(port); });
       std::printf("fork %d %d %d %d\n", a.second, b.second, a.first, b.first);
+    } else if (line == "snapshot") {
+      print_snapshot("snapshot");
     } else if (line == "sigpipe") {
       struct sigaction now {};
       sigaction(SIGPIPE, nullptr, &now);

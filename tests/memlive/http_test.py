@@ -694,8 +694,8 @@ def check_baseline(port, p):
     check(st == 405 and "DELETE" in h.get("allow", ""), "PUT /api/baseline: 405 (%d)" % st)
 
 
-def start_app(app, port=0):
-    args = [app, "--port", str(port)] + ["%s:%d:%d:%d" % p for p in PLAN]
+def start_app(app, port=0, extra=()):
+    args = [app, "--port", str(port)] + list(extra) + ["%s:%d:%d:%d" % p for p in PLAN]
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline().split()
     return p, line
@@ -705,6 +705,47 @@ def command(p, cmd, answers=1):
     p.stdin.write(cmd + "\n")
     p.stdin.flush()
     return [p.stdout.readline().rstrip("\n") for _ in range(answers)]
+
+
+def check_late_use(app):
+    """An atexit handler registered before memlive's first use runs after memlive's exit-time
+    cleanup (and livealloc's, which removes the segment's name): start() there said "no telemetry
+    segment for pid N: is it running with LIVEALLOC_PROFILE=1?", of a program that had served
+    its telemetry a moment before."""
+    for snapshot_first in (False, True):
+        p, line = start_app(app, extra=["--atexit"])
+        try:
+            if not check(line[:1] == ["ready"], "memlive_http_app --atexit ready (%s)" % line):
+                continue
+            pid = line[2]
+            if snapshot_first:
+                ans = command(p, "snapshot")[0]
+                check(ans == "snapshot 1 " + pid, "take_snapshot() while running (%s)" % ans)
+            out, _ = p.communicate("quit\n", timeout=TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        lines = out.splitlines()
+        late = {ln.split()[0]: ln for ln in lines if ln.startswith("late-")}
+        start = late.get("late-start", "")
+        check(p.returncode == 0 and start.startswith("late-start 7 memlive::start(): the process "
+                                                     "is exiting: memlive's exit-time cleanup") and
+              "LIVEALLOC_PROFILE" not in start,
+              "start() from an atexit handler that runs after memlive's cleanup: error exiting, "
+              "saying the process is exiting (rc %s: %s)" % (p.returncode, lines))
+        snap = late.get("late-snapshot", "")
+        if snapshot_first:
+            check(snap == "late-snapshot 1 " + pid,
+                  "take_snapshot() from that handler reads the segment a snapshot before exit "
+                  "opened (%s)" % snap)
+        else:
+            check(snap.startswith("late-snapshot 0 memlive::take_snapshot(): the process is "
+                                  "exiting") and "LIVEALLOC_PROFILE" not in snap,
+                  "take_snapshot() from that handler, none before: the process is exiting (%s)"
+                  % snap)
+        check(not os.path.exists("/dev/shm/livealloc." + pid),
+              "the segment's name is removed at that exit all the same")
 
 
 def cmd_inprocess(app):
@@ -1230,6 +1271,7 @@ def main():
     a = ap.parse_args()
     if a.what == "inprocess":
         cmd_inprocess(a.app)
+        check_late_use(a.app)
     elif a.what == "run":
         if a.no_preload:
             cmd_run_errors(a.memlive)
