@@ -1467,60 +1467,47 @@ struct options_request {
 
 // Parses a request body (discarded when malformed, never throws); *twice is the first key of the
 // top-level object that appears more than once (empty when none): a parser keeps only the last.
-inline nlohmann::json parse_json_body(const std::string& body, std::string* twice) {
+// `floats`, when given, gets the text, as written, of each top-level member's number that has a
+// fraction or an exponent (or is past 64 bits): the parsed JSON holds a double, in which 1e-400
+// is 0 and 1.0000000000000000001 is 1.
+// A number past a double's range (1e400) ends nlohmann's parse wherever it stands (parser.hpp
+// returns at its error 406, whatever the handler answers), which would leave the rest of the
+// body unread; so each is first replaced by 0.0 between spaces, found by nlohmann's own lexer (a
+// token reads the same in any context), and the body is judged whole. Its text is kept.
+inline nlohmann::json parse_json_body(const std::string& body, std::string* twice,
+                                      std::map<std::string, std::string>* floats = nullptr) {
+  using lexer = nlohmann::detail::lexer<nlohmann::json,
+                                        decltype(nlohmann::detail::input_adapter(body))>;
+  std::vector<std::string> written;  // every float token, in order, its bytes (a '.' in any locale)
+  std::string finite = body;
+  lexer lex(nlohmann::detail::input_adapter(body));
+  using token = lexer::token_type;
+  for (token t = lex.scan(); t != token::end_of_input && t != token::parse_error; t = lex.scan()) {
+    if (t != token::value_float) continue;
+    written.push_back(lex.get_token_string());
+    const std::size_t n = written.back().size();  // 5 or more for a number past 1.8e308
+    if (!std::isfinite(lex.get_number_float()))  // spaced: "5-1e400" stays two numbers
+      finite.replace(lex.get_position().chars_read_total - n, n, " 0.0" + std::string(n - 4, ' '));
+  }
   std::set<std::string> names;
+  std::string name;
+  std::size_t float_index = 0;  // the parser sees the lexer's float tokens in the same order
   return nlohmann::json::parse(
-      body,
+      finite,
       [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
-          const std::string& name = parsed.get_ref<const std::string&>();
+          name = parsed.get_ref<const std::string&>();
           if (!names.insert(name).second && twice->empty()) *twice = name;
+        }
+        if (event == nlohmann::json::parse_event_t::value && parsed.is_number_float() &&
+            float_index < written.size()) {
+          if (depth == 1 && floats) (*floats)[name] = written[float_index];
+          ++float_index;
         }
         return true;
       },
       /*allow_exceptions=*/false);
 }
-
-// The text of each top-level number with a fraction or an exponent, as written: the parsed JSON
-// holds a double, in which 1e-400 is 0 and 1.0000000000000000001 is 1. A SAX handler of
-// nlohmann's (nlohmann::json::sax_parse); a number past a double's range ends the parse, and its
-// text is kept as `overflow` with its member's name.
-struct number_texts {
-  std::map<std::string, std::string> text;  // member name -> the number as written
-  std::string overflow_name, overflow;
-  std::string name;
-  int depth = 0;
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(std::int64_t) { return true; }
-  bool number_unsigned(std::uint64_t) { return true; }
-  // nlohmann hands over its token with the locale's decimal point in place of the '.' (for its
-  // strtod): "8,0" under a de_DE LC_NUMERIC. The digits, sign and exponent are as written.
-  bool number_float(double, const std::string& s) {
-    if (depth != 1) return true;
-    std::string& t = text[name] = s;
-    for (char& c : t)
-      if ((c < '0' || c > '9') && c != '-' && c != '+' && c != 'e' && c != 'E') c = '.';
-    return true;
-  }
-  bool string(std::string&) { return true; }
-  bool binary(nlohmann::json::binary_t&) { return true; }
-  bool start_object(std::size_t) { return ++depth > 0; }
-  bool key(std::string& k) {
-    if (depth == 1) name = k;
-    return true;
-  }
-  bool end_object() { return --depth >= 0; }
-  bool start_array(std::size_t) { return ++depth > 0; }
-  bool end_array() { return --depth >= 0; }
-  bool parse_error(std::size_t, const std::string& token, const nlohmann::json::exception& e) {
-    if (e.id == 406 && depth == 1) {  // 406: number overflow
-      overflow_name = name;
-      overflow = token;
-    }
-    return false;
-  }
-};
 
 // Checks a POST /api/options body against the options a segment publishes. Pure: no side
 // effects, so it can be fuzzed and unit-tested.
@@ -1537,24 +1524,11 @@ inline options_request check_options_body(const std::string& body,
   // A name given twice would keep only its last value, unchecked the others: refused, as `tune`
   // refuses it.
   std::string twice;
-  const nlohmann::json j = parse_json_body(body, &twice);
-  number_texts numbers;
-  nlohmann::json::sax_parse(body, &numbers);
+  std::map<std::string, std::string> floats;  // as written
+  const nlohmann::json j = parse_json_body(body, &twice, &floats);
   const auto range = [](const rd::option_view& o) {
     return "[" + std::to_string(o.min) + ", " + std::to_string(o.max) + "]";
   };
-  if (j.is_discarded() && !numbers.overflow.empty()) {
-    // Refused as any number out of range is (what follows it in the body is not read).
-    const std::string& name = numbers.overflow_name;
-    for (const rd::option_view& p : published)
-      if (p.name == name)
-        return fail("option '" + name + "': " + numbers.overflow + " is out of range " + range(p),
-                    &name);
-    assignment unknown;
-    unknown.name = name;
-    std::string err;
-    if (!check_assignment(unknown, published, &err)) return fail(err, &name);
-  }
   if (j.is_discarded()) return fail("malformed JSON", nullptr);
   if (!j.is_object()) return fail("the body must be a JSON object {\"name\": value, ...}", nullptr);
   if (!twice.empty()) return fail("option '" + twice + "' given twice; nothing applied", &twice);
@@ -1568,9 +1542,9 @@ inline options_request check_options_body(const std::string& body,
     assignment a;
     a.name = name;
     // A number with a fraction or an exponent is decided on its digits, as `tune` decides it:
-    // 1e3 and 8.0 are whole, 1e-400 is not (a double holds 0).
+    // 1e3 and 8.0 are whole, 1e-400 is not (a double holds 0), 1e400 is past 64 bits.
     std::int64_t whole_value = 0;
-    const int whole = v.is_number_float() ? parse_whole(numbers.text[name], &whole_value) : 0;
+    const int whole = v.is_number_float() ? parse_whole(floats[name], &whole_value) : 0;
     if (o && v.is_boolean() && o->is_bool) {
       a.value = v.get<bool>() ? 1 : 0;
     } else if (o && v.is_number_unsigned()) {
@@ -1583,7 +1557,7 @@ inline options_request check_options_body(const std::string& body,
     } else if (o && v.is_number_integer()) {
       a.value = v.get<std::int64_t>();
     } else if (o && whole < 0) {
-      return fail("option '" + name + "': " + numbers.text[name] + " is out of range " +
+      return fail("option '" + name + "': " + floats[name] + " is out of range " +
                       range(*o),
                   &name);
     } else if (o && whole > 0) {
