@@ -1,12 +1,14 @@
 // Shared helpers of the libFuzzer targets in tests/fuzz: a property check that aborts (libFuzzer
-// then saves the input), the option table the targets check against, and a valid telemetry
-// segment built from the layout structs of livealloc.h (the reader target mutates it).
+// then saves the input), the option table the targets check against, reference parsers of
+// integers and of whole numbers written as JSON numbers (decided on their digits), and a valid
+// telemetry segment built from the layout structs of livealloc.h (the reader target mutates it).
 #ifndef MEMLIVE_FUZZ_COMMON_H
 #define MEMLIVE_FUZZ_COMMON_H
 
 #include <livealloc_reader.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +61,71 @@ inline const rd::option_view* find(const std::vector<rd::option_view>& v, const 
   for (const rd::option_view& o : v)
     if (o.name == n) return &o;
   return nullptr;
+}
+
+// Reference integer parser: optional sign, at least one digit, no overflow (accumulated in
+// negative numbers so INT64_MIN fits).
+inline bool reference_int(const std::string& s, std::int64_t* out) {
+  std::size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  if (i == s.size()) return false;
+  std::int64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    const int d = s[i] - '0';
+    if (v < (std::numeric_limits<std::int64_t>::min() + d) / 10) return false;
+    v = v * 10 - d;
+  }
+  if (!neg) {
+    if (v == std::numeric_limits<std::int64_t>::min()) return false;
+    v = -v;
+  }
+  *out = v;
+  return true;
+}
+
+// Reference for the other whole numbers: '+'? then JSON's number grammar,
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, whole and within int64, decided exactly: the
+// digits of the integer and fraction parts with the decimal point moved by the exponent; every
+// digit after the point must be 0, the digits before it fit in int64 (reference_int).
+inline bool reference_json_whole(const std::string& s, std::int64_t* out) {
+  std::size_t i = s.size() > 0 && s[0] == '+' ? 1 : 0;
+  const std::size_t start = i;
+  std::string intpart, frac, exp;
+  auto digits = [&](std::string* to) {
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') to->push_back(s[i++]);
+    return to->size();
+  };
+  bool neg = false;
+  if (i < s.size() && s[i] == '-' && start == 0) neg = ++i > 0;  // a sign, not two
+  if (digits(&intpart) == 0 || (intpart.size() > 1 && intpart[0] == '0')) return false;
+  if (i < s.size() && s[i] == '.' && (++i, digits(&frac) == 0)) return false;
+  bool exp_neg = false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) exp_neg = s[i++] == '-';
+    if (digits(&exp) == 0) return false;
+  }
+  if (i != s.size()) return false;
+  // The point sits after `point` digits of intpart + frac (may be outside them).
+  exp.erase(0, std::min(exp.find_first_not_of('0'), exp.size()));
+  if (exp.size() > 6) exp = "999999";  // far beyond any digits here
+  const long long e = exp.empty() ? 0 : std::atoll(exp.c_str());
+  const std::string all = intpart + frac;
+  const long long point = static_cast<long long>(intpart.size()) + (exp_neg ? -e : e);
+  const auto n = static_cast<long long>(all.size());
+  const long long p = std::max<long long>(point, 0);
+  std::string whole = all.substr(0, static_cast<std::size_t>(std::min(p, n))) +
+                      std::string(static_cast<std::size_t>(std::max(p - n, 0LL)), '0');
+  const std::string after = all.substr(static_cast<std::size_t>(std::min(p, n)));
+  if (after.find_first_not_of('0') != std::string::npos) return false;
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  if (whole.empty()) {
+    *out = 0;
+    return true;
+  }
+  return reference_int((neg ? "-" : "") + whole, out);
 }
 
 // A small valid version-1 segment: header, class sizes, control block with the options above,

@@ -1,17 +1,23 @@
 // libFuzzer target: the body of POST /api/options, memlive::detail::check_options_body (pure).
 //
-// Properties, besides no crash, leak or undefined behaviour:
-//  - accepted: one value per key of the (parsed) object, each a published, live option, within
-//    [min, max], 0 or 1 for a bool, and equal to the JSON number (or bool) given (a float only
-//    when it is a whole number);
-//  - rejected: no values, a message, and a field that is either null (the body as a whole:
-//    malformed, not an object, empty) or a key of the object (of a body whose parse a number
-//    past a double's range ended: that number's key, out of range or unknown);
+// Properties, besides no crash, leak or undefined behaviour, against a reference verdict made
+// here from nlohmann's SAX parser and the option table (not from memlive's code):
+//  - the body is malformed exactly when the reference finds it malformed, a number past a
+//    double's range (1e400) being well-formed JSON: refused as "malformed JSON", field null;
+//  - accepted exactly when the reference accepts: an object, not empty, no name twice, every
+//    member a published, live option with a value within [min, max] (0 or 1 for a bool): a bool
+//    for a bool option, an integer, or a number with a fraction or an exponent that is whole,
+//    decided on its digits (fuzz::reference_json_whole: 8.0000000000000000001 is not 8);
+//  - accepted: one value per member, equal to the reference's;
+//  - refused: no values, a message, and a field that is null for the body as a whole (malformed,
+//    not an object, empty), else the name given twice or the first member (in name order, as
+//    they are checked) that the reference refuses;
 //  - the {error, field} body the server sends for it (detail::json_error) parses back to the
 //    same strings.
 #include <memlive.h>
 
-#include <cmath>
+#include <map>
+#include <set>
 
 #include "fuzz_common.h"
 
@@ -22,71 +28,163 @@ const std::vector<fuzz::rd::option_view>& options() {
   return *v;
 }
 
+// A SAX handler of nlohmann's: the top-level names, those that come twice, the text of each
+// top-level float as written, and the error that ended the parse (0 when none).
+struct reader {
+  std::set<std::string> names, twice;
+  std::map<std::string, std::string> floats;
+  std::string name;
+  int depth = 0;
+  int error = 0;
+  std::size_t error_at = 0;
+  std::string error_token;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(std::int64_t) { return true; }
+  bool number_unsigned(std::uint64_t) { return true; }
+  bool number_float(double, const std::string& s) {  // the C locale's '.' here
+    if (depth == 1) floats[name] = s;
+    return true;
+  }
+  bool string(std::string&) { return true; }
+  bool binary(nlohmann::json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return ++depth > 0; }
+  bool key(std::string& k) {
+    if (depth == 1 && !names.insert(name = k).second) twice.insert(k);
+    return true;
+  }
+  bool end_object() { return --depth >= 0; }
+  bool start_array(std::size_t) { return ++depth > 0; }
+  bool end_array() { return --depth >= 0; }
+  bool parse_error(std::size_t at, const std::string& token, const nlohmann::json::exception& e) {
+    error = e.id;
+    error_at = at;
+    error_token = token;
+    return false;
+  }
+};
+
+// The reference's reading of a body. nlohmann ends its parse at a number past a double's range
+// (error 406, reported at the number's end): that number is replaced by 0 padded with spaces
+// and the body read again from the start, until it parses or fails otherwise.
+struct reference {
+  bool well_formed = false;
+  nlohmann::json j;                            // the body, overflowing numbers as 0
+  std::set<std::string> twice;                 // the top-level names given twice
+  std::map<std::string, std::string> numbers;  // top-level name -> its float's text as written
+};
+
+reference read(std::string body) {
+  reference ref;
+  std::map<std::string, std::string> overflows;  // top-level name -> the number past the range
+  for (;;) {
+    reader r;
+    nlohmann::json::sax_parse(body, &r);
+    if (r.error == 406) {
+      const std::size_t n = r.error_token.size();
+      if (r.depth == 1) overflows[r.name] = r.error_token;
+      body.replace(r.error_at - n, n, "0" + std::string(n - 1, ' '));
+      continue;
+    }
+    if (r.error != 0) return ref;
+    ref.well_formed = true;
+    ref.j = nlohmann::json::parse(body);
+    ref.twice = r.twice;
+    ref.numbers = r.floats;
+    for (const auto& [name, text] : overflows) ref.numbers[name] = text;
+    return ref;
+  }
+}
+
+// The value a member may set its option to, or false when it is refused.
+bool member_value(const reference& ref, const std::string& name, std::int64_t* out) {
+  const fuzz::rd::option_view* o = fuzz::find(options(), name);
+  if (!o || !o->live) return false;
+  const nlohmann::json& v = ref.j.at(name);
+  std::int64_t x = 0;
+  if (ref.numbers.count(name)) {
+    if (!fuzz::reference_json_whole(ref.numbers.at(name), &x)) return false;
+  } else if (v.is_boolean()) {
+    if (!o->is_bool) return false;
+    x = v.get<bool>() ? 1 : 0;
+  } else if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()})
+      return false;
+    x = static_cast<std::int64_t>(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    x = v.get<std::int64_t>();
+  } else {
+    return false;
+  }
+  if (x < o->min || x > o->max || (o->is_bool && x != 0 && x != 1)) return false;
+  *out = x;
+  return true;
+}
+
+// What check_options_body should answer; `want` gets the values of an acceptance.
+struct verdict {
+  enum { accept, malformed, body, member } kind = accept;  // body: not an object, or empty
+  std::string name;  // member: the first refused (in name order, as they are checked)
+};
+
+verdict expected(const reference& ref, std::map<std::string, std::int64_t>* want) {
+  if (!ref.well_formed) return {verdict::malformed, ""};
+  if (!ref.j.is_object() || ref.j.empty()) return {verdict::body, ""};
+  for (auto it = ref.j.begin(); it != ref.j.end(); ++it) {
+    std::int64_t v = 0;
+    if (!member_value(ref, it.key(), &v)) return {verdict::member, it.key()};
+    (*want)[it.key()] = v;
+  }
+  return {};
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using nlohmann::json;
   const std::string body(reinterpret_cast<const char*>(data), size);
   const memlive::detail::options_request r = memlive::detail::check_options_body(body, options());
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const reference ref = read(body);
+  std::map<std::string, std::int64_t> want;
+  const verdict v = expected(ref, &want);
+  const bool should = v.kind == verdict::accept && ref.twice.empty();
+  FUZZ_CHECK(r.ok() == should, "%s, the reference %s: %s", r.ok() ? "accepted" : r.error.c_str(),
+             should ? "accepts" : "refuses", body.c_str());
   if (r.ok()) {
-    FUZZ_CHECK(!j.is_discarded() && j.is_object() && !j.empty(), "accepted a bad body: %s",
-               body.c_str());
-    FUZZ_CHECK(r.values.size() == j.size(), "%zu values for %zu keys", r.values.size(), j.size());
     FUZZ_CHECK(!r.has_field, "accepted, yet a field is named");
-    for (const memlive::assignment& a : r.values) {
-      const fuzz::rd::option_view* o = fuzz::find(options(), a.name);
-      FUZZ_CHECK(o != nullptr, "accepted an unknown option '%s'", a.name.c_str());
-      FUZZ_CHECK(o->live, "accepted '%s', which is not live", a.name.c_str());
-      FUZZ_CHECK(a.value >= o->min && a.value <= o->max, "'%s' = %lld outside [%lld, %lld]",
-                 a.name.c_str(), static_cast<long long>(a.value), static_cast<long long>(o->min),
-                 static_cast<long long>(o->max));
-      FUZZ_CHECK(!o->is_bool || a.value == 0 || a.value == 1, "bool '%s' = %lld", a.name.c_str(),
-                 static_cast<long long>(a.value));
-      FUZZ_CHECK(j.contains(a.name), "value for '%s', not a key of the body", a.name.c_str());
-      const json& v = j[a.name];
-      if (v.is_boolean()) {
-        FUZZ_CHECK(o->is_bool && a.value == (v.get<bool>() ? 1 : 0), "bool mismatch");
-      } else if (v.is_number_float()) {  // a whole number written as a float: 1e3, 8.0
-        const double d = v.get<double>();
-        FUZZ_CHECK(std::trunc(d) == d && static_cast<double>(a.value) == d,
-                   "accepted %s for '%s' as %lld", v.dump().c_str(), a.name.c_str(),
-                   static_cast<long long>(a.value));
-      } else {
-        FUZZ_CHECK(v.is_number_integer(), "accepted a %s for '%s'", v.type_name(), a.name.c_str());
-        if (v.is_number_unsigned())
-          FUZZ_CHECK(v.get<std::uint64_t>() == static_cast<std::uint64_t>(a.value),
-                     "value mismatch");
-        else
-          FUZZ_CHECK(v.get<std::int64_t>() == a.value, "value mismatch");
-      }
-    }
-  } else {
-    FUZZ_CHECK(r.values.empty(), "rejected, yet %zu values kept", r.values.size());
-    FUZZ_CHECK(!r.error.empty(), "rejected without a message");
-    if (r.has_field && j.is_discarded()) {  // a number past a double's range, which ends a parse
-      const bool known = fuzz::find(options(), r.field) != nullptr;
-      FUZZ_CHECK(r.error.find(known ? "out of range" : "unknown option") != std::string::npos,
-                 "'%s' named in a malformed body: %s", r.field.c_str(), r.error.c_str());
-    } else if (r.has_field) {
-      FUZZ_CHECK(!j.is_discarded() && j.is_object() && j.contains(r.field),
-                 "the field '%s' is not a key of the body", r.field.c_str());
-    } else {
-      FUZZ_CHECK(j.is_discarded() || !j.is_object() || j.empty(),
-                 "a body-level error (%s) for a non-empty object", r.error.c_str());
-    }
-    // What the server sends back parses, with the same message and field.
-    const std::string reply =
-        memlive::detail::json_error(r.error, r.has_field ? &r.field : nullptr);
-    const json e = json::parse(reply, nullptr, false);
-    FUZZ_CHECK(!e.is_discarded() && e.is_object(), "unparsable error reply: %s", reply.c_str());
-    FUZZ_CHECK(e["error"].is_string() && e["error"].get<std::string>() == r.error,
-               "error reply does not round-trip: %s", reply.c_str());
-    if (r.has_field)
-      FUZZ_CHECK(e["field"].is_string() && e["field"].get<std::string>() == r.field,
-                 "field does not round-trip: %s", reply.c_str());
-    else
-      FUZZ_CHECK(e["field"].is_null(), "field not null: %s", reply.c_str());
+    FUZZ_CHECK(r.values.size() == want.size(), "%zu values for %zu members", r.values.size(),
+               want.size());
+    for (const memlive::assignment& a : r.values)
+      FUZZ_CHECK(want.count(a.name) && want[a.name] == a.value, "'%s' = %lld, want %s",
+                 a.name.c_str(), static_cast<long long>(a.value),
+                 want.count(a.name) ? std::to_string(want[a.name]).c_str() : "no value");
+    return 0;
   }
+  FUZZ_CHECK(r.values.empty(), "rejected, yet %zu values kept", r.values.size());
+  FUZZ_CHECK(!r.error.empty(), "rejected without a message");
+  if (v.kind == verdict::malformed) {
+    FUZZ_CHECK(r.error == "malformed JSON" && !r.has_field, "a malformed body refused as: %s",
+               r.error.c_str());
+  } else if (v.kind == verdict::body) {
+    FUZZ_CHECK(r.error != "malformed JSON" && !r.has_field, "%s for a %s", r.error.c_str(),
+               ref.j.is_object() ? "an empty object" : "JSON not an object");
+  } else {  // a name twice (any of them), or the first member refused
+    FUZZ_CHECK(r.error != "malformed JSON" && r.has_field &&
+                   (ref.twice.empty() ? r.field == v.name : ref.twice.count(r.field) > 0),
+               "refused naming '%s' (%s), the reference refuses '%s' first%s",
+               r.has_field ? r.field.c_str() : "(null)", r.error.c_str(), v.name.c_str(),
+               ref.twice.empty() ? "" : " and has a name twice");
+  }
+  // What the server sends back parses, with the same message and field.
+  const std::string reply = memlive::detail::json_error(r.error, r.has_field ? &r.field : nullptr);
+  const json e = json::parse(reply, nullptr, false);
+  FUZZ_CHECK(!e.is_discarded() && e.is_object(), "unparsable error reply: %s", reply.c_str());
+  FUZZ_CHECK(e["error"].is_string() && e["error"].get<std::string>() == r.error,
+             "error reply does not round-trip: %s", reply.c_str());
+  if (r.has_field)
+    FUZZ_CHECK(e["field"].is_string() && e["field"].get<std::string>() == r.field,
+               "field does not round-trip: %s", reply.c_str());
+  else
+    FUZZ_CHECK(e["field"].is_null(), "field not null: %s", reply.c_str());
   return 0;
 }

@@ -21,72 +21,6 @@ const std::vector<fuzz::rd::option_view>& options() {
   return *v;
 }
 
-// Reference integer parser: optional sign, at least one digit, no overflow (accumulated in
-// negative numbers so INT64_MIN fits).
-bool reference_int(const std::string& s, std::int64_t* out) {
-  std::size_t i = 0;
-  bool neg = false;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  if (i == s.size()) return false;
-  std::int64_t v = 0;
-  for (; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    const int d = s[i] - '0';
-    if (v < (std::numeric_limits<std::int64_t>::min() + d) / 10) return false;
-    v = v * 10 - d;
-  }
-  if (!neg) {
-    if (v == std::numeric_limits<std::int64_t>::min()) return false;
-    v = -v;
-  }
-  *out = v;
-  return true;
-}
-
-// Reference for the other whole numbers: '+'? then JSON's number grammar,
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, whole and within int64, decided exactly: the
-// digits of the integer and fraction parts with the decimal point moved by the exponent; every
-// digit after the point must be 0, the digits before it fit in int64 (reference_int).
-bool reference_json_whole(const std::string& s, std::int64_t* out) {
-  std::size_t i = s.size() > 0 && s[0] == '+' ? 1 : 0;
-  const std::size_t start = i;
-  std::string intpart, frac, exp;
-  auto digits = [&](std::string* to) {
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') to->push_back(s[i++]);
-    return to->size();
-  };
-  bool neg = false;
-  if (i < s.size() && s[i] == '-' && start == 0) neg = ++i > 0;  // a sign, not two
-  if (digits(&intpart) == 0 || (intpart.size() > 1 && intpart[0] == '0')) return false;
-  if (i < s.size() && s[i] == '.' && (++i, digits(&frac) == 0)) return false;
-  bool exp_neg = false;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) exp_neg = s[i++] == '-';
-    if (digits(&exp) == 0) return false;
-  }
-  if (i != s.size()) return false;
-  // The point sits after `point` digits of intpart + frac (may be outside them).
-  exp.erase(0, std::min(exp.find_first_not_of('0'), exp.size()));
-  if (exp.size() > 6) exp = "999999";  // far beyond any digits here
-  const long long e = exp.empty() ? 0 : std::atoll(exp.c_str());
-  const std::string all = intpart + frac;
-  const long long point = static_cast<long long>(intpart.size()) + (exp_neg ? -e : e);
-  std::string whole, after;
-  const auto n = static_cast<long long>(all.size());
-  for (long long k = 0; k < std::max<long long>(point, 0); ++k)
-    whole.push_back(k < n ? all[static_cast<std::size_t>(k)] : '0');
-  for (long long k = std::max<long long>(point, 0); k < n; ++k)
-    after.push_back(all[static_cast<std::size_t>(k)]);
-  if (after.find_first_not_of('0') != std::string::npos) return false;
-  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
-  if (whole.empty()) {
-    *out = 0;
-    return true;
-  }
-  return reference_int((neg ? "-" : "") + whole, out);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -95,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // parse_int against the reference.
   std::int64_t got = 0, want = 0;
   const bool ok_got = memlive::detail::parse_int(text, &got);
-  const bool ok_want = reference_int(text, &want);
+  const bool ok_want = fuzz::reference_int(text, &want);
   FUZZ_CHECK(ok_got == ok_want && (!ok_got || got == want),
              "parse_int('%s') = %d/%lld, want %d/%lld", text.c_str(), ok_got,
              static_cast<long long>(got), ok_want, static_cast<long long>(want));
@@ -125,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     else if (value == "false" || value == "off")
       v = 0;
     else
-      expect = reference_int(value, &v) || reference_json_whole(value, &v);
+      expect = fuzz::reference_int(value, &v) || fuzz::reference_json_whole(value, &v);
   }
   FUZZ_CHECK(parsed == expect, "parse_assignment('%s') = %d, want %d (%s)", text.c_str(), parsed,
              expect, err.c_str());
@@ -134,8 +68,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(a.name == "untouched" && a.value == 12345, "a refusal changed the result");
     return 0;
   }
-  FUZZ_CHECK(a.name == name && a.value == v && a.word == word, "parse_assignment('%s') gave %s=%lld",
-             text.c_str(), a.name.c_str(), static_cast<long long>(a.value));
+  FUZZ_CHECK(a.name == name && a.value == v && a.word == word,
+             "parse_assignment('%s') gave %s=%lld", text.c_str(), a.name.c_str(),
+             static_cast<long long>(a.value));
 
   // check_assignment against the published options.
   std::string why;
