@@ -86,6 +86,9 @@ struct snapshot {
   std::string program;
   std::uint64_t start_ns = 0;  // CLOCK_REALTIME when the process started
   std::uint64_t taken_ns = 0;  // CLOCK_REALTIME when this snapshot was taken
+  // The process that made the segment still runs this image of it: segment_owner_alive, and
+  // the file is still its own (its lock held, or it maps the file): false once the process
+  // exec'd a program without livealloc, whose pid lives on but writes nothing here.
   bool process_alive = false;
   std::vector<std::uint64_t> class_sizes;  // block size per class; 0 for class 0 (large blocks)
   // 64 KiB units in a span of each class (0 for class 0); all 0 when the writer does not say.
@@ -209,6 +212,7 @@ class segment {
       : fd_(fd), base_(base), size_(size), writable_(writable), read_only_(read_only), pid_(pid),
         path_(std::move(path)) {}
   bool current(detail::layout* l, std::string* error) const;
+  bool writer_attached() const;
 
   int fd_;
   unsigned char* base_;
@@ -886,7 +890,7 @@ inline snapshot segment::take() const {
   s.pid = l.pid;
   s.program = detail::load_string(p, offsetof(H, program), telemetry::kProgramSize);
   s.start_ns = load<std::uint64_t>(p, offsetof(H, start_ns));
-  s.process_alive = segment_owner_alive(l.pid, s.start_ns);
+  s.process_alive = segment_owner_alive(l.pid, s.start_ns) && writer_attached();
   s.segment_bytes = load<std::uint64_t>(p, offsetof(H, segment_bytes));
   s.large_bytes = load<std::uint64_t>(p, offsetof(H, large_bytes));
   s.cached_bytes = load<std::uint64_t>(p, offsetof(H, cached_bytes));
@@ -1128,6 +1132,20 @@ namespace detail {
 inline int maps_file(int pid, dev_t dev, ino_t ino) {
   return livealloc::detail::maps_file(("/proc/" + std::to_string(pid) + "/maps").c_str(), dev, ino);
 }
+}  // namespace detail
+
+// Whether the image that made the file still has it: the allocator holds an exclusive flock on
+// its segment from before the file is named until the image ends or execs, so one we can take
+// means none is held. Only then is /proc/PID/maps read (a writer whose flock failed still maps
+// the file; -1, unreadable, errs on the side of attached). The shared lock we took is dropped at
+// once: a new process that wants the name tests the lock too (table_name_held).
+inline bool segment::writer_attached() const {
+  if (flock(fd_, LOCK_SH | LOCK_NB) != 0) return true;  // held (EWOULDBLOCK), or cannot tell
+  flock(fd_, LOCK_UN);
+  return detail::maps_file(pid_, dev_, ino_) != 0;
+}
+
+namespace detail {
 
 // Whether remove_stale may unlink the file `path` (named for `pid`): a regular file, not a
 // symbolic link, whose header (when it has one: our magic and version) names no process that is

@@ -483,7 +483,12 @@ int cmd_snapshot(const args& a) {
   if (!seg) return code;
   rd::snapshot s = seg->take();
   if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
-  if (!s.process_alive)
+  if (!s.process_alive && rd::segment_owner_alive(a.pid, s.start_ns))
+    std::fprintf(stderr,
+                 "memlive: note: process %d exec'd a program without livealloc; this is the "
+                 "stale segment of its earlier image\n",
+                 a.pid);
+  else if (!s.process_alive)
     std::fprintf(stderr, "memlive: note: process %d is gone; this is its stale segment\n", a.pid);
   if (s.overflow_threads > 0)
     std::fprintf(stderr,

@@ -776,6 +776,40 @@ def check_errors(ml, workload_pid, tmp):
                                                                 r.stderr.strip()))
 
 
+def check_exec_without_livealloc(ml, wl):
+    """A process that exec'd a program without livealloc keeps its pid, and its old segment its
+    name, but nothing writes it any more: snapshot says alive false (and why, on stderr), and
+    Prometheus livealloc_process_alive 0, as `memlive list` calls it stale (were: alive, 1)."""
+    w = Workload(wl)
+    try:
+        w.proc.stdin.write("exec /bin/sleep 60\n")
+        w.proc.stdin.flush()
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and os.path.realpath("/proc/%d/exe" % w.pid) != \
+                os.path.realpath("/bin/sleep"):
+            time.sleep(0.01)
+        snap, r = None, None
+        while time.monotonic() < deadline:  # the old image's lock goes with its memory
+            r = run([ml, "snapshot", "--pid", str(w.pid)])
+            snap = json.loads(r.stdout) if r.returncode == 0 else None
+            if not snap or snap["alive"] is False:
+                break
+            time.sleep(0.05)
+        check(snap is not None and snap["alive"] is False and
+              "exec'd a program without livealloc" in r.stderr,
+              "snapshot after an exec without livealloc: alive false, with a note (%s)" %
+              (r.stderr.strip() if r else ""))
+        r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus"])
+        check(r.returncode == 0 and
+              ('\nlivealloc_process_alive{pid="%d"} 0\n' % w.pid) in r.stdout,
+              "prometheus after an exec without livealloc: livealloc_process_alive 0")
+        line = listed(ml, w.pid)
+        check(line is not None and "exec'd a program without livealloc" in line,
+              "list calls it stale: %s" % line)
+    finally:
+        w.kill()
+
+
 def listed(ml, pid):
     r = run([ml, "list"])
     check(r.returncode == 0, "list: exit 0")
@@ -808,6 +842,7 @@ def cmd_cli(ml, wl):
         check_tune(ml, w.pid)
         check_tune_writers_defaults_ranges(ml, w.pid, tmp)
         check_tune_gone(ml, wl)
+        check_exec_without_livealloc(ml, wl)
         check_record(ml, w.pid, tmp)
         check_errors(ml, w.pid, tmp)
 

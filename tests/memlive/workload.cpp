@@ -8,10 +8,12 @@
 // `frees` of them. A thread named "ticker" allocates and frees 9 blocks of 256 KiB every 5 ms so
 // that the allocator reaches a slow path and validates tuning requests (its counts are not part
 // of any plan). When every planned allocation is done it prints "ready <pid>"; it exits cleanly
-// (unlinking its segment) at end of input or on a line "quit".
+// (unlinking its segment) at end of input or on a line "quit". A line "exec PROGRAM ARG..."
+// replaces it with PROGRAM (a program without livealloc: its segment stays behind, stale).
 #include <unistd.h>
 
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +41,16 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::string line;
   while (std::getline(std::cin, line) && line != "quit") {
+    if (line.compare(0, 5, "exec ") != 0) continue;
+    std::istringstream words(line.substr(5));
+    std::vector<std::string> args;
+    for (std::string w; words >> w;) args.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "workload: exec %s failed\n", line.c_str() + 5);
+    return 1;
   }
   stop_and_join(&threads);
   return 0;
