@@ -16,6 +16,7 @@ Every failed check is printed; the exit code is 1 if any failed.
 """
 import argparse
 import csv
+import fcntl
 import io
 import json
 import mmap
@@ -413,6 +414,8 @@ class FakeValidator:
 
     def __init__(self, path):
         self.f = open(path, "r+b")
+        # The allocator's mark of life: it holds this lock on its segment while its image runs.
+        fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.m = mmap.mmap(self.f.fileno(), 0)
         self.ctl = struct.unpack_from("<Q", self.m, 56)[0]
 
@@ -806,6 +809,11 @@ def check_exec_without_livealloc(ml, wl):
         line = listed(ml, w.pid)
         check(line is not None and "exec'd a program without livealloc" in line,
               "list calls it stale: %s" % line)
+        r = run([ml, "tune", "--pid", str(w.pid), "page_recycle=3"])
+        check(r.returncode == 4 and "exec'd a program without livealloc" in r.stderr and
+              not r.stdout,
+              "tune after an exec without livealloc: exit 4, nothing stored (was: pending) "
+              "(%d: %s%s)" % (r.returncode, r.stdout.strip(), r.stderr.strip()))
     finally:
         w.kill()
 
