@@ -193,8 +193,9 @@ class segment {
   std::int32_t pid() const { return pid_; }
   const std::string& path() const { return path_; }
   bool writable() const { return writable_; }
-  // Whether the process that made this segment still runs: segment_owner_alive with the
-  // header's start time, as snapshot::process_alive (a pid reused since is not that process).
+  // Whether the process that made this segment still runs this image of it, as
+  // snapshot::process_alive: segment_owner_alive with the header's start time (a pid reused since
+  // is not that process), and the file still its own (an exec without livealloc left it).
   bool process_alive() const;
   // Slots in state alive, without a full snapshot; 0 once the process is gone.
   std::uint32_t threads_alive() const;
@@ -1019,7 +1020,7 @@ inline bool segment::process_alive() const {
   std::uint64_t start_ns = 0;
   if (fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= detail::kHeaderSize)
     start_ns = detail::load<std::uint64_t>(base_, offsetof(telemetry::segment_header, start_ns));
-  return segment_owner_alive(pid_, start_ns);
+  return segment_owner_alive(pid_, start_ns) && writer_attached();
 }
 
 inline std::uint32_t segment::threads_alive() const {

@@ -536,16 +536,18 @@ int cmd_tune(const args& a) {
   int code = 0;
   auto seg = open_or_report(a, true, &code);
   if (!seg) return code;
-  if (!seg->process_alive())
+  if (!seg->process_alive()) {
+    const rd::snapshot last = seg->take();
+    if (last.ok() && rd::segment_owner_alive(a.pid, last.start_ns))  // runs another image
+      return fail(error_kind::no_segment,
+                  "process " + std::to_string(a.pid) +
+                      " exec'd a program without livealloc: nothing reads its stale segment; "
+                      "nothing to tune");
     return fail(error_kind::no_process,
                 "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to tune");
+  }
   rd::snapshot before = seg->take();
   if (!before.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + before.error);
-  if (!before.process_alive)  // the pid runs another image, which reads no segment
-    return fail(error_kind::no_segment,
-                "process " + std::to_string(a.pid) +
-                    " exec'd a program without livealloc: nothing reads its stale segment; "
-                    "nothing to tune");
   for (std::size_t i = 0; i < want.size(); ++i) {
     memlive::assignment& x = want[i];
     const rd::option_view* o = before.find_option(x.name);
