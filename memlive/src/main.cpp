@@ -60,8 +60,8 @@ constexpr const char* kUsage =
     "status)\n"
     "\n"
     "options:\n"
-    "  -h, --help     this text; `memlive <verb> --help` describes a verb and its options\n"
-    "  --version      the memlive version and the telemetry layout version it reads\n"
+    "  -h, --help [VERB]  this text, or VERB's options (as `memlive VERB --help`)\n"
+    "  --version          the memlive version and the telemetry layout version it reads\n"
     "\n"
     "exit codes:\n"
     "  0  success\n"
@@ -1091,15 +1091,6 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 32 << 20);
   if (argc < 2) return usage_error("no verb given", kUsage);
   const std::string verb = argv[1];
-  if (verb == "--help" || verb == "-h" || verb == "help") {
-    std::printf("%s", kUsage);
-    return flushed("memlive", 0);
-  }
-  if (verb == "--version") {
-    std::printf("memlive %s (telemetry layout version %u)\n", memlive::version_string().c_str(),
-                livealloc::telemetry::kVersion);
-    return flushed("memlive", 0);
-  }
   struct verb_info {
     const char* name;
     const char* options;
@@ -1114,6 +1105,25 @@ int main(int argc, char** argv) {
       {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
       {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},
   };
+  if (verb == "--help" || verb == "-h" || verb == "help") {  // memlive help [VERB]
+    if (argc > 3) return usage_error(verb + " takes at most one verb");
+    if (argc == 3) {
+      for (const verb_info& v : kVerbs)
+        if (std::strcmp(argv[2], v.name) == 0) {
+          std::printf("%s", v.help);
+          return flushed("memlive", 0);
+        }
+      return usage_error("unknown verb '" + std::string(argv[2]) + "'", kUsage);
+    }
+    std::printf("%s", kUsage);
+    return flushed("memlive", 0);
+  }
+  if (verb == "--version") {
+    if (argc > 2) return usage_error("--version takes no arguments");
+    std::printf("memlive %s (telemetry layout version %u)\n", memlive::version_string().c_str(),
+                livealloc::telemetry::kVersion);
+    return flushed("memlive", 0);
+  }
   for (const verb_info& v : kVerbs) {
     if (verb != v.name) continue;
     args a;

@@ -632,6 +632,17 @@ def check_errors(ml, workload_pid, tmp):
         r = run([ml, verb, "--help"])
         check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
               "%s --help" % verb)
+        for helpword in ("--help", "-h", "help"):
+            r = run([ml, helpword, verb])
+            check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
+                  "%s %s: the verb's help (got %d: %s)" % (helpword, verb, r.returncode,
+                                                          r.stdout[:40]))
+    for args, says in ((["--help", "nosuch"], "unknown verb 'nosuch'"),
+                       (["help", "list", "tune"], "at most one verb"),
+                       (["--version", "extra"], "--version takes no arguments")):
+        r = run([ml] + args)
+        check(r.returncode == 2 and says in r.stderr and not r.stdout,
+              "%s: exit 2, %r (got %d: %s)" % (args, says, r.returncode, r.stderr.strip()))
     r = run([ml, "--version"])
     check(r.returncode == 0 and re.match(r"memlive \d+\.\d+\.\d+ ", r.stdout), "--version")
 
