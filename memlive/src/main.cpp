@@ -684,6 +684,10 @@ int cmd_record(const args& a) {
   signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, a write fails (EFBIG) and is reported
   signal(SIGPIPE, SIG_IGN);  // a reader of --out - that goes away: EPIPE, reported
 
+  // The process's start (its segment's): the recording ends with the process, not with an image
+  // of it. After an exec the old image's segment is no longer attached (its lock went with the
+  // image) while the new one has not published yet, or never will (a program without livealloc).
+  const std::uint64_t owner_start_ns = seg->take().start_ns;  // 0 if unreadable: the pid decides
   const std::uint64_t start = monotonic_ms();
   const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
   std::string line;
@@ -697,9 +701,10 @@ int cmd_record(const args& a) {
       why = "stopped by a signal";
       break;
     }
-    const bool gone = !seg->process_alive();  // before take(): the last sample follows the exit
     std::string err;
     if (std::unique_ptr<rd::segment> next = seg->successor(&err)) seg = std::move(next);  // exec
+    // Before take(): the last sample follows the exit.
+    const bool gone = !rd::segment_owner_alive(a.pid, owner_start_ns);
     rd::snapshot s = seg->take();
     if (!s.ok()) {
       result = fail(error_kind::bad_segment, seg->path() + ": " + s.error);

@@ -829,6 +829,36 @@ def check_exec_without_livealloc(ml, wl):
         w.kill()
 
 
+def check_record_follows_exec(ml, wl, tmp):
+    """A process that execs a program with livealloc publishes a new segment under the same
+    name, and record follows it at its next sample (memlive/README.md): it must not take the
+    exec for the process's exit (the old image's segment is no longer attached once the exec
+    drops its lock) and stop there."""
+    w = Workload(wl)
+    out = os.path.join(tmp, "exec.jsonl")
+    try:
+        p = subprocess.Popen([ml, "record", "--pid", str(w.pid), "--interval", "20", "--count",
+                              "60", "--out", out], stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        w.proc.stdin.write("exec %s alpha:16:10:0\n" % os.path.realpath(wl))
+        w.proc.stdin.flush()
+        line = w.proc.stdout.readline()  # the new image is ready
+        try:
+            _, err = p.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = "(hung)"
+        lines = open(out).read().splitlines() if os.path.exists(out) else []
+        starts = {json.loads(l)["start_ns"] for l in lines}
+        check(line.startswith("ready ") and p.returncode == 0 and "exited" not in err and
+              len(lines) == 60 and len(starts) == 2,
+              "record across an exec with livealloc: follows the new image, 60 samples of two "
+              "images, not 'exited' (%d lines, %d images, rc %s: %s)" %
+              (len(lines), len(starts), p.returncode, err.strip()))
+    finally:
+        w.kill()
+
+
 def listed(ml, pid):
     r = run([ml, "list"])
     check(r.returncode == 0, "list: exit 0")
@@ -863,6 +893,7 @@ def cmd_cli(ml, wl):
         check_tune_gone(ml, wl)
         check_exec_without_livealloc(ml, wl)
         check_record(ml, w.pid, tmp)
+        check_record_follows_exec(ml, wl, tmp)
         check_errors(ml, w.pid, tmp)
 
         # Record until the process exits: a final sample, and the exit reported.

@@ -9,7 +9,8 @@
 // that the allocator reaches a slow path and validates tuning requests (its counts are not part
 // of any plan). When every planned allocation is done it prints "ready <pid>"; it exits cleanly
 // (unlinking its segment) at end of input or on a line "quit". A line "exec PROGRAM ARG..."
-// replaces it with PROGRAM (a program without livealloc: its segment stays behind, stale).
+// replaces it with PROGRAM (a program without livealloc: its segment stays behind, stale; this
+// workload itself: its new image publishes a new segment under the same name).
 #include <unistd.h>
 
 #include <iostream>
