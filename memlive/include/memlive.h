@@ -2770,12 +2770,16 @@ struct global_server {
   // like stop(), so that memlive's own frees are not counted either. Without the lock, as the
   // destructor this was: a fork child can find it held by a thread the fork did not copy. The
   // segment stays mapped for a take_snapshot() still to come (the exit unmaps it).
+  // `closed` first, so that a start() from another thread while the server stops (up to about
+  // a second) refuses rather than starting one that nothing would stop; the listeners are
+  // forgotten before their sockets close, as in stop().
   void close_at_exit() {
     internal_scope scope;
+    closed.store(true);
     forget_if_forked();
-    srv.reset();
+    std::unique_ptr<server> stopping = std::move(srv);
     publish_listeners();
-    closed.store(true, std::memory_order_relaxed);
+    stopping.reset();
   }
   // A fork child has copies of srv and self but none of the server's threads: stopping or
   // destroying that server would join threads that do not exist (std::system_error, then an
@@ -2828,7 +2832,7 @@ inline std::string enable_error(int e) {
 // memlive::start() with its lock held, inside an internal_scope.
 inline status start_locked(global_server& g, const options& o) {
   status st;
-  if (g.closed.load(std::memory_order_relaxed)) {
+  if (g.closed.load()) {
     st.error = start_error::exiting;
     st.message = std::string("memlive::start(): ") + kExitingMessage +
                  "call start() before exit() or the return from main";
@@ -2915,7 +2919,7 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
       err = detail::enable_error(e);
     else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
       g.owner = getpid();
-    if (!g.self && g.closed.load(std::memory_order_relaxed))  // not "is it running with ...?"
+    if (!g.self && g.closed.load())  // not "is it running with ...?"
       err = std::string("memlive::take_snapshot(): ") + detail::kExitingMessage +
             "livealloc removes the segment's name at exit as well, so it cannot be opened any "
             "more; a take_snapshot() before exit keeps it open for those after";

@@ -507,6 +507,19 @@ int cmd_snapshot(const args& a) {
   return 0;
 }
 
+// A segment whose process_alive() is false: its process is gone (exit 3), or it exec'd a program
+// without livealloc, whose pid lives on but reads no segment (exit 4).
+int fail_not_alive(const rd::segment& seg, int pid, const std::string& verb) {
+  const rd::snapshot last = seg.take();
+  if (last.ok() && rd::segment_owner_alive(pid, last.start_ns))
+    return fail(error_kind::no_segment,
+                "process " + std::to_string(pid) +
+                    " exec'd a program without livealloc: nothing reads its stale segment; "
+                    "nothing to " + verb);
+  return fail(error_kind::no_process,
+              "process " + std::to_string(pid) + " is gone (stale segment): nothing to " + verb);
+}
+
 int cmd_tune(const args& a) {
   if (!a.have_pid) return usage_error("tune: --pid N is required", tune_help());
   if (a.positional.empty()) return usage_error("tune: give at least one name=value", tune_help());
@@ -536,16 +549,7 @@ int cmd_tune(const args& a) {
   int code = 0;
   auto seg = open_or_report(a, true, &code);
   if (!seg) return code;
-  if (!seg->process_alive()) {
-    const rd::snapshot last = seg->take();
-    if (last.ok() && rd::segment_owner_alive(a.pid, last.start_ns))  // runs another image
-      return fail(error_kind::no_segment,
-                  "process " + std::to_string(a.pid) +
-                      " exec'd a program without livealloc: nothing reads its stale segment; "
-                      "nothing to tune");
-    return fail(error_kind::no_process,
-                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to tune");
-  }
+  if (!seg->process_alive()) return fail_not_alive(*seg, a.pid, "tune");
   rd::snapshot before = seg->take();
   if (!before.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + before.error);
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -671,9 +675,7 @@ int cmd_record(const args& a) {
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
-  if (!seg->process_alive())
-    return fail(error_kind::no_process,
-                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to record");
+  if (!seg->process_alive()) return fail_not_alive(*seg, a.pid, "record");
 
   const bool to_stdout = a.out == "-";
   const int out = to_stdout ? STDOUT_FILENO
@@ -762,9 +764,10 @@ int cmd_serve(const args& a) {
     read_only = true;
   }
   if (!r.segment) return fail(r.kind, r.error);
-  if (!r.segment->process_alive())
-    return fail(error_kind::no_process,
-                "process " + std::to_string(a.pid) + " is gone (stale segment): nothing to serve");
+  if (!r.segment->process_alive()) return fail_not_alive(*r.segment, a.pid, "serve");
+  // The process's start, as its segment says: the note below is for the process's end, whose pid
+  // may be reused.
+  const std::uint64_t owner_start_ns = r.segment->take().start_ns;  // 0, unreadable: the pid
 
   catch_stop_signals();
 
@@ -789,7 +792,7 @@ int cmd_serve(const args& a) {
   bool gone_noted = false;
   while (!g_stop) {
     sleep_until(monotonic_ms() + 100);
-    if (!gone_noted && !rd::pid_alive(a.pid)) {
+    if (!gone_noted && !rd::segment_owner_alive(a.pid, owner_start_ns)) {
       gone_noted = true;
       std::printf("memlive: process %d exited; still serving its last state (Ctrl-C stops)\n",
                   a.pid);

@@ -825,6 +825,13 @@ def check_exec_without_livealloc(ml, wl):
               not r.stdout,
               "tune after an exec without livealloc: exit 4, nothing stored (was: pending) "
               "(%d: %s%s)" % (r.returncode, r.stdout.strip(), r.stderr.strip()))
+        for verb in (["record", "--interval", "100", "--count", "2", "--out", "-"],
+                     ["serve", "--port", "0"]):
+            r = run([ml, verb[0], "--pid", str(w.pid)] + verb[1:])
+            check(r.returncode == 4 and "exec'd a program without livealloc" in r.stderr and
+                  ("nothing to " + verb[0]) in r.stderr and not r.stdout,
+                  "%s after an exec without livealloc: exit 4, as tune (was: 'gone', exit 3) "
+                  "(%d: %s%s)" % (verb[0], r.returncode, r.stdout.strip(), r.stderr.strip()))
     finally:
         w.kill()
 
