@@ -131,6 +131,17 @@ class Workload:
             forget_segment(self.pid)
 
 
+def finish_record(p, out):
+    """Waits for a `memlive record` process (killed when it hangs): its stderr and the lines it
+    wrote to the file `out`."""
+    try:
+        _, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        err = "(hung)"
+    return err, (open(out).read().splitlines() if os.path.exists(out) else [])
+
+
 def check_overflow_note(ml, wl):
     """More threads than slots: the threads without one share the overflow slot, and snapshot
     says so on stderr (the JSON alone shows one "overflow" thread)."""
@@ -357,12 +368,7 @@ def check_record(ml, pid, tmp):
                          stderr=subprocess.PIPE, text=True)
     time.sleep(0.4)
     p.send_signal(signal.SIGINT)
-    try:
-        _, err = p.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        err = "(hung)"
-    lines = open(out2).read().splitlines() if os.path.exists(out2) else []
+    err, lines = finish_record(p, out2)
     ok = len(lines) >= 2
     try:
         [json.loads(l) for l in lines]
@@ -850,12 +856,7 @@ def check_record_follows_exec(ml, wl, tmp):
         w.proc.stdin.write("exec %s alpha:16:10:0\n" % os.path.realpath(wl))
         w.proc.stdin.flush()
         line = w.proc.stdout.readline()  # the new image is ready
-        try:
-            _, err = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            err = "(hung)"
-        lines = open(out).read().splitlines() if os.path.exists(out) else []
+        err, lines = finish_record(p, out)
         starts = {json.loads(l)["start_ns"] for l in lines}
         check(line.startswith("ready ") and p.returncode == 0 and "exited" not in err and
               len(lines) == 60 and len(starts) == 2,
@@ -909,12 +910,7 @@ def cmd_cli(ml, wl):
                              stderr=subprocess.PIPE, text=True)
         time.sleep(0.2)
         check(w.stop() == 0, "workload exits 0")
-        try:
-            _, err = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            err = "(hung)"
-        lines = open(out).read().splitlines() if os.path.exists(out) else []
+        err, lines = finish_record(p, out)
         last = json.loads(lines[-1]) if lines else {}
         check(p.returncode == 0 and "exited; wrote a final sample" in err and
               last.get("alive") is False,
