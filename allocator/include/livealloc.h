@@ -2333,11 +2333,11 @@ inline int maps_line_maps(const char* line, dev_t dev, ino_t ino) noexcept {
 }
 
 // Whether the process whose memory map is the file `maps` (/proc/PID/maps, /proc/self/maps) maps
-// the file (dev, ino): 1 yes, 0 no, -1 unknown (no line of the map could be read: another
-// user's process, or one that is ending). The allocator maps its segment for the life of the
-// process image, before the file gets its name: a view made before the file had its name shows as
-// "/dev/shm/#<inode> (deleted)", which the device and inode still match. Read with no allocation:
-// the allocator asks too.
+// the file (dev, ino): 1 yes, 0 no, -1 unknown (the map could not be read whole and names no such
+// line: another user's process, or one that is ending). The allocator maps its segment for the
+// life of the process image, before the file gets its name: a view made before the file had its
+// name shows as "/dev/shm/#<inode> (deleted)", which the device and inode still match. Read with
+// no allocation: the allocator asks too.
 inline int maps_file(const char* maps, dev_t dev, ino_t ino) noexcept {
   const int fd = open(maps, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -2352,7 +2352,11 @@ inline int maps_file(const char* maps, dev_t dev, ino_t ino) noexcept {
   for (;;) {
     const ssize_t n = read(fd, buf + have, sizeof buf - have - 1);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    if (n < 0) {  // part of the map unread: unknown unless found
+      if (found == 0) found = -1;
+      break;
+    }
+    if (n == 0) {
       buf[have] = 0;  // a last line without its newline
       if (have && !inside) decide(buf);
       break;

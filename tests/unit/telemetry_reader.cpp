@@ -909,6 +909,7 @@ TEST_CASE("maps_file: a memory map's lines, read by hand, name a mapped file by 
   CHECK(ld::maps_file("/proc/self/maps", st.st_dev, st.st_ino) == 0);
   CHECK_FALSE(ld::table_name_mapped_here(file.c_str()));
   CHECK(ld::maps_file((dir.path + "/none").c_str(), st.st_dev, st.st_ino) == -1);
+  CHECK(ld::maps_file(dir.path.c_str(), st.st_dev, st.st_ino) == -1);  // opens, read fails
 
   // Synthetic maps: the device is hexadecimal major:minor; a line longer than the reader's buffer
   // is skipped whole, even where its tail looks like a matching line; a last line may lack its
