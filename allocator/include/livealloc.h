@@ -981,6 +981,9 @@ struct table_state {
   telemetry::control_block* control = nullptr;
   std::atomic<std::uint64_t>* matrix = nullptr;  // [freeing slot][owning slot]
   spinlock lock;  // enable/disable and control-block validation
+  // The exit removed the name (table_unlink_at_exit): enable() refuses from then on, and a fork
+  // child of an exit handler (which inherits the exit, whose unlink has run) names no file.
+  std::atomic<bool> exit_unlinked{false};
 };
 
 // One more block that heap `from` freed for heap `to` (from is the calling thread's heap).
@@ -2274,7 +2277,9 @@ inline int table_unlink_name() noexcept {
 // Only the process that named the segment removes the name: a vfork child shares our memory
 // and a raw fork's child a copy of it, and both have another pid.
 inline void table_unlink_at_exit() noexcept {
-  if (g_table.linked && g_table.pid == getpid()) table_unlink_name();
+  if (!g_table.linked || g_table.pid != getpid()) return;
+  g_table.exit_unlinked.store(true, std::memory_order_relaxed);
+  table_unlink_name();
 }
 
 // Whether a running process holds the segment file named `path`. Each process holds a lock
@@ -2397,7 +2402,8 @@ inline bool process_init() noexcept;
 // Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value: EBUSY when a running
 // process holds a file under that name: one with our pid in another pid namespace, or (rarely) a
 // descriptor or reader that kept a gone process's file open (see table_name_held); the name stays
-// its own, and this process goes unpublished.
+// its own, and this process goes unpublished. ECANCELED once the exit removed the name: a name
+// given then would outlive the process.
 inline int table_enable() noexcept {
   if (!process_init()) return ENOMEM;
   if (!g_table.file) return g_table.base ? ENOTSUP : ENOMEM;
@@ -2405,6 +2411,7 @@ inline int table_enable() noexcept {
   int result = 0;
   {
     lock_guard guard(g_table.lock);
+    if (g_table.exit_unlinked.load(std::memory_order_relaxed)) return ECANCELED;
     g_table.want_linked = true;
     if (g_table.linked) return 0;
     message p;
@@ -3980,15 +3987,21 @@ namespace telemetry {
 // Publishes this process's counters as /dev/shm/livealloc.<pid> (mode 0600, removed at normal
 // exit) for memlive and other readers; LIVEALLOC_PROFILE=1 does it at start. 0 on success, else
 // an errno value (ENOTSUP: /dev/shm was not usable when the process started; EBUSY: a running
-// process with the same pid in another pid namespace that shares /dev/shm has the name).
+// process with the same pid in another pid namespace that shares /dev/shm has the name;
+// ECANCELED: the process is exiting and the name was removed already, by an exit handler that
+// enable() registered).
 inline int enable() noexcept { return detail::table_enable(); }
 // Removes the name; readers that have the segment open keep reading it. For good: a later
 // enable() fails with ENOENT, since Linux gives a file made unnamed (O_TMPFILE) a name only once,
 // and a new file could not take over the heaps that live in this one while threads run.
 inline int disable() noexcept { return detail::table_disable(); }
-inline bool enabled() noexcept { return detail::g_table.linked; }
+// Whether the segment has its name (not after the exit removed it).
+inline bool enabled() noexcept {
+  return detail::g_table.linked &&
+         !detail::g_table.exit_unlinked.load(std::memory_order_relaxed);
+}
 // The segment's path while enabled, else "".
-inline const char* path() noexcept { return detail::g_table.linked ? detail::g_table.path : ""; }
+inline const char* path() noexcept { return enabled() ? detail::g_table.path : ""; }
 }  // namespace telemetry
 
 // A standard allocator over livealloc, for containers.

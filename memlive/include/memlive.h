@@ -1377,6 +1377,7 @@ enum class start_error : int {
   telemetry,        // livealloc::telemetry::enable() or opening our own segment failed
   server,           // civetweb refused to start for another reason (message says why)
   exiting,          // called while the process exits, after memlive's exit-time cleanup ran
+                    // or after livealloc removed the segment's name at exit
 };
 
 struct status {
@@ -2818,6 +2819,13 @@ inline constexpr const char* kExitingMessage =
     "handlers registered before memlive's first use and the destructors of statics built "
     "before it; ";
 
+// What enable() says once livealloc's own exit handler (registered by an earlier enable() of the
+// program) removed the segment's name: memlive's first use comes after it.
+inline constexpr const char* kUnlinkedMessage =
+    "the process is exiting: livealloc removed its telemetry segment's name at exit, in the "
+    "handler the program's livealloc::telemetry::enable() registered, which runs before the "
+    "atexit handlers registered before it; ";
+
 // Why livealloc::telemetry::enable() failed, for start() and take_snapshot().
 inline std::string enable_error(int e) {
   std::string m = std::string("livealloc telemetry could not be enabled: ") + std::strerror(e);
@@ -2844,8 +2852,10 @@ inline status start_locked(global_server& g, const options& o) {
     return st;
   }
   if (const int e = livealloc::telemetry::enable(); e != 0) {
-    st.error = start_error::telemetry;
-    st.message = enable_error(e);
+    st.error = e == ECANCELED ? start_error::exiting : start_error::telemetry;
+    st.message = e == ECANCELED ? std::string("memlive::start(): ") + kUnlinkedMessage +
+                                      "call start() before exit() or the return from main"
+                                : enable_error(e);
     return st;
   }
   std::string err;
@@ -2915,7 +2925,10 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
   g.forget_if_forked();
   if (!g.self) {
     detail::internal_scope scope;  // the segment object stays with memlive
-    if (const int e = livealloc::telemetry::enable(); e != 0)
+    if (const int e = livealloc::telemetry::enable(); e == ECANCELED)
+      err = std::string("memlive::take_snapshot(): ") + detail::kUnlinkedMessage +
+            "a take_snapshot() before exit keeps the segment open for those after";
+    else if (e != 0)
       err = detail::enable_error(e);
     else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
       g.owner = getpid();

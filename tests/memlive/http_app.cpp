@@ -24,6 +24,10 @@
 // --atexit registers an atexit handler before memlive's first use, which therefore runs after
 // memlive's exit-time cleanup: it calls take_snapshot() and start() and prints
 // "late-snapshot 1 <pid>" or "late-snapshot 0 <error>", then "late-start <error> <message>".
+// --enable-only registers that handler, then enables telemetry itself
+// (livealloc::telemetry::enable(), whose exit handler, registered after it, runs before it and
+// removes the segment's name), prints "enabled <pid>" and returns without using memlive. The
+// handler prints "late-enabled <0|1>" (livealloc::telemetry::enabled()) before the others.
 #include <memlive.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -86,6 +90,7 @@ void print_snapshot(const char* what) {
 }
 
 void late_use() {
+  std::printf("late-enabled %d\n", livealloc::telemetry::enabled() ? 1 : 0);
   print_snapshot("late-snapshot");
   memlive::options o;
   o.port = 0;
@@ -99,6 +104,16 @@ void late_use() {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)  // first of all: before memlive's first use
     if (std::string(argv[i]) == "--atexit") std::atexit(late_use);
+  if (argc == 2 && std::string(argv[1]) == "--enable-only") {
+    std::atexit(late_use);
+    if (const int e = livealloc::telemetry::enable(); e != 0) {
+      std::printf("enable-failed %d\n", e);
+      return 3;
+    }
+    std::printf("enabled %d\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    return 0;
+  }
   memlive::options opts;
   opts.port = 0;
   std::vector<plan> plans;

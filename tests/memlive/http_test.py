@@ -748,6 +748,36 @@ def check_late_use(app):
               "the segment's name is removed at that exit all the same")
 
 
+def check_enable_only_late(app):
+    """A program that enables telemetry itself (livealloc::telemetry::enable()) and first uses
+    memlive in an atexit handler registered before that: livealloc's exit handler has removed
+    the segment's name when it runs, and enable() still said 0 there, so start() said "no
+    telemetry segment ...: is it running with LIVEALLOC_PROFILE=1?"."""
+    p = subprocess.run([app, "--enable-only"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=TIMEOUT)
+    lines = p.stdout.splitlines()
+    first = lines[0].split() if lines else []
+    if not check(p.returncode == 0 and first[:1] == ["enabled"],
+                 "memlive_http_app --enable-only (rc %s: %s %s)" % (p.returncode, lines,
+                                                                    p.stderr)):
+        return
+    late = {ln.split()[0]: ln for ln in lines if ln.startswith("late-")}
+    check(late.get("late-enabled") == "late-enabled 0",
+          "telemetry::enabled() is false once the exit removed the name (%s)" % lines)
+    start = late.get("late-start", "")
+    check(start.startswith("late-start 7 memlive::start(): the process is exiting: livealloc "
+                           "removed its telemetry segment's name") and
+          "LIVEALLOC_PROFILE" not in start,
+          "start() from that handler: error exiting, saying livealloc removed the name (%s)"
+          % start)
+    snap = late.get("late-snapshot", "")
+    check(snap.startswith("late-snapshot 0 memlive::take_snapshot(): the process is exiting: "
+                          "livealloc removed") and "LIVEALLOC_PROFILE" not in snap,
+          "take_snapshot() from that handler: the process is exiting (%s)" % snap)
+    check(not os.path.exists("/dev/shm/livealloc." + first[1]),
+          "no segment name is left behind by that exit (enable() gave none in the handler)")
+
+
 def cmd_inprocess(app):
     p, line = start_app(app)
     try:
@@ -1272,6 +1302,7 @@ def main():
     if a.what == "inprocess":
         cmd_inprocess(a.app)
         check_late_use(a.app)
+        check_enable_only_late(a.app)
     elif a.what == "run":
         if a.no_preload:
             cmd_run_errors(a.memlive)
