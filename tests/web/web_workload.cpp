@@ -12,11 +12,13 @@
 //   swing     holds 64 blocks of 16 KiB (1 MiB) for 200 ms, then none for 200 ms, for ever: its
 //             row moves in the thread table sorted by live bytes (the focus test)
 // The threads stay alive (parked) after their work. Prints "ready <pid>" once the fixed work is
-// done; exits at end of input (or SIGTERM).
+// done; exits at end of input (or SIGTERM). A line "exec" on its input makes it exec itself: a
+// new image under the same pid, whose counters start again (it prints "ready <pid>" again).
 #include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -130,7 +132,7 @@ void swing() {
 
 }  // namespace
 
-int main() {
+int main(int, char** argv) {
   std::thread t_ticker(ticker);
   std::thread t_swing(swing);
   std::thread t_cache(cache);
@@ -142,6 +144,11 @@ int main() {
   std::fflush(stdout);
   char buf[256];
   while (std::fgets(buf, sizeof buf, stdin)) {
+    if (std::strcmp(buf, "exec\n") == 0) {
+      execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "web_workload: exec failed: %s\n", std::strerror(errno));
+      std::exit(1);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(g_park_mutex);

@@ -180,6 +180,7 @@
     series: [],           // compact samples for the chart: {x, total, threads: Map, classes: []}
     epoch: 0,             // bumped whenever series is replaced rather than extended
     pid: null,
+    startNs: null,        // start_ns of the process charted (with pid: a new image after exec)
     pending: new Map(),   // option name -> {value, generation, posted}
     replay: null,         // {samples, pos, timer}
     sort: { classes: { key: "live", dir: -1 }, threads: { key: "live", dir: -1 } },
@@ -207,14 +208,20 @@
     if (last && (p.t <= last.t || (p.dead && last.dead))) return;
     series.push(p);
   }
+  // One process is one pid and one start: a program that calls exec keeps its pid, and its new
+  // image's counters and uptime start again from zero (memlive/README.md, "memlive run"). Taken
+  // for the same process, its samples went on the old image's chart line, back to uptime 0.
+  const sameProcess = (a, b) => a.pid === b.pid && a.start_ns === b.start_ns;
   function pushSample(d) {
-    if (state.pid !== null && d.s.pid !== state.pid) newProcess();
+    const charted = { pid: state.pid, start_ns: state.startNs };
+    if (state.pid !== null && !sameProcess(d.s, charted)) newProcess();
     state.pid = d.s.pid;
+    state.startNs = d.s.start_ns;
     appendPoint(state.series, compact(d));
     if (state.series.length > MAX_POINTS) state.series.splice(0, state.series.length - MAX_POINTS);
   }
-  // Another process behind the same server (memlive restarted on the port): nothing of the old
-  // one applies.
+  // Another process behind the same server (memlive restarted on the port), or a new image of
+  // the same one (exec): nothing of the old one applies.
   function newProcess() {
     state.series = [];
     state.epoch += 1;
@@ -249,7 +256,7 @@
     if (err) { showNotice("The server sent an unexpected snapshot: " + err); return; }
     let d;
     const t0 = performance.now();
-    try { d = derive(s, state.last && state.last.s.pid === s.pid ? state.last : null); }
+    try { d = derive(s, state.last && sameProcess(state.last.s, s) ? state.last : null); }
     catch (e) { showNotice("Cannot read the snapshot: " + e.message); return; }
     d.raw = raw;
     state.last = d;
@@ -278,7 +285,8 @@
     if (state.mode === "replay" || !Array.isArray(samples)) return;
     const points = [];
     for (const s of samples)
-      if (!checkSnapshot(s) && s.pid === state.pid) points.push(compact(derive(s, null)));
+      if (!checkSnapshot(s) && sameProcess(s, { pid: state.pid, start_ns: state.startNs }))
+        points.push(compact(derive(s, null)));
     const merged = [];
     for (const p of points.concat(state.series).sort((a, b) => a.t - b.t)) appendPoint(merged, p);
     state.series = merged.slice(-MAX_POINTS);
@@ -582,7 +590,7 @@
     let prev = null;
     const samples = [];
     for (const { s, raw: text, line } of raw) {
-      try { prev = derive(s, prev && prev.s.pid === s.pid ? prev : null); }
+      try { prev = derive(s, prev && sameProcess(prev.s, s) ? prev : null); }
       catch (e) {
         return showNotice(name + ", line " + line + ": cannot read it (" + e.message +
           "); nothing loaded");

@@ -510,6 +510,28 @@ try {
     await page.bringToFront();
   }
 
+  // The workload execs itself: the same pid, a new image whose counters and uptime start again.
+  // The page starts a new chart line for it (it drew the new samples on the old line, going back
+  // to uptime 0).
+  {
+    const before = await getJSON("/api/snapshot");
+    server.stdin.write("exec\n");
+    const after = await until("memlive to follow the exec", async () => {
+      const s = await getJSON("/api/snapshot");
+      return s.start_ns !== before.start_ns && s.alive ? s : null;
+    }).catch(() => null);
+    const drawn = after && await until("the page to draw the new image", () => page.evaluate(
+      (t) => (Number(document.body.dataset.takenNs) >= t ? true : null), after.taken_ns))
+      .catch(() => null);
+    const xs = await page.evaluate(() =>
+      window.Chart.getChart("chart-live").data.datasets[0].data.map((p) => p.x));
+    const back = xs.findIndex((x, i) => i > 0 && x < xs[i - 1]);
+    check(after && after.pid === pid && drawn && xs.length > 0 && back < 0,
+      "after an exec the chart follows the new image from its start, not on the old image's line",
+      JSON.stringify({ pid: after && after.pid, drawn, points: xs.length, back,
+        around: xs.slice(Math.max(0, back - 2), back + 2) }));
+  }
+
   // The workload ends: the page says so and keeps its last state; the server goes: reconnecting.
   server.stdin.end();
   const exited = await until("the page to show the exit", () => page.evaluate(() =>
