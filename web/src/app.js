@@ -482,6 +482,10 @@
       if (!r.ok) return;
       const s = await r.json();
       if (checkSnapshot(s) || !state.baseline) return;
+      // The server keeps one baseline for all its clients: another tab (or a script) may have
+      // set a newer one, which these numbers are since. The button and the chart's line must say
+      // so (they kept the time this page set).
+      if (s.baseline_taken_ns !== state.baselineTaken) setBaseline(true, s.baseline_taken_ns);
       // Rates come from consecutive live samples: the change since the baseline grows at the
       // same rate as the totals.
       state.sinceBaseline = derive(s, null);

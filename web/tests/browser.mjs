@@ -332,6 +332,23 @@ try {
     return tr && Number(tr.children[6].dataset.value) > 0 ? tr.children[6].textContent : null;
   })).catch(() => null);
   check(baselineRate !== null, "with a baseline, the allocation rates are still computed (ticker: " + baselineRate + "/s)");
+  // Another client sets a newer baseline (the server keeps one for all of them): the page's
+  // numbers are since that one, and its button must say so (it kept the time this page set).
+  {
+    const own = await getJSON("/api/baseline");
+    await until("the clock to pass the second of the page's baseline", async () =>
+      (Math.floor(Date.now() / 1000) > Math.floor(own.taken_ns / 1e9) ? true : null));
+    const r = await fetch(base + "/api/baseline", { method: "POST",
+      headers: { "Content-Type": "application/json" }, body: "{}" });
+    const other = await r.json();
+    const shown = await until("the page to show the newer baseline", () => page.evaluate((t) => {
+      const want = "Baseline: on (change since " + new Date(t / 1e6).toLocaleTimeString() + ")";
+      return document.getElementById("baseline").textContent === want ? want : null;
+    }, other.taken_ns)).catch(() => null);
+    check(r.ok && shown, "a baseline another client set: the button shows its time",
+      JSON.stringify({ status: r.status, own: own.taken_ns, other: other.taken_ns,
+        button: await page.textContent("#baseline") }));
+  }
   await page.click("#baseline");
   const cleared = await until("baseline off", async () => ((await getJSON("/api/baseline")).baseline ? null : true))
     .catch(() => false);
