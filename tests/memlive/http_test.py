@@ -992,6 +992,28 @@ def cmd_run_errors(ml):
               (r.returncode, r.stderr.strip()[-200:]))
 
 
+def check_run_unmapped(ml):
+    """A program that never maps the library (here the loader refuses a fake one; a static
+    program alike): the note after 5 s says so, not to start it with LD_PRELOAD, which run did."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "liblivealloc.so")  # an ELF shared object's header: past the checks
+        with open(lib, "wb") as f:
+            f.write(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x03\x00" + b"\x00" * 46)
+        p = subprocess.Popen([ml, "run", "--port", "0", "--lib", lib, "--", "sleep", "60"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            m, lines = read_until(p, r"^memlive: run: process \d+ publishes no segment yet",
+                                  stream="stderr")
+            note = m.string if m else ""
+            check(m and "does not map the library" in note and "statically linked" in note and
+                  "run it with" not in note,
+                  "run of a program without the library: the note says it does not map it (%s)" %
+                  (note or lines))
+        finally:
+            p.terminate()
+            p.wait(timeout=TIMEOUT)
+
+
 def check_run_exec(p, port, pid, before):
     """The program execs itself: memlive follows the same pid into its new segment."""
     p.stdin.write("exec\n")
@@ -1304,6 +1326,7 @@ def main():
         check_late_use(a.app)
         check_enable_only_late(a.app)
     elif a.what == "run":
+        check_run_unmapped(a.memlive)
         if a.no_preload:
             cmd_run_errors(a.memlive)
         else:
