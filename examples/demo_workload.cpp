@@ -588,7 +588,10 @@ int main(int argc, char** argv) {
       cfg.cache_mib = value(1, 1 << 20);
     else if (a == "--url" && has_value)
       cfg.url = argv[++i];
-    else {
+    else if (a == "--url") {  // the last argument: not an unknown one
+      std::fprintf(stderr, "demo: --url needs an address\n%s", kUsage);
+      return 2;
+    } else {
       std::fprintf(stderr, "demo: unknown argument '%s'\n%s", a.c_str(), kUsage);
       return 2;
     }
