@@ -880,23 +880,12 @@ bool find_library(const std::string& given, std::string* out, std::string* error
   return false;
 }
 
-// Whether process pid maps the file at `file` (/proc/PID/maps names its real path); false when
-// either cannot be read.
-bool maps_path(pid_t pid, const std::string& file) {
-  char* real = ::realpath(file.c_str(), nullptr);
-  if (!real) return false;
-  const std::string path = real;
-  std::free(real);
-  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/maps").c_str(), "re");
-  if (!f) return false;
-  char line[4096 + 128];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f)) {
-    const char* name = std::strchr(line, '/');
-    found = name && std::strncmp(name, path.c_str(), path.size()) == 0 && name[path.size()] == '\n';
-  }
-  std::fclose(f);
-  return found;
+// Whether process pid surely does not map the file at `path` (by device and inode, as
+// /proc/PID/maps names them); false when either cannot be read.
+bool maps_not(pid_t pid, const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 &&
+         rd::detail::maps_file(static_cast<int>(pid), st.st_dev, st.st_ino) == 0;
 }
 
 // Ends the child: SIGTERM, then SIGKILL after 2 s. Returns its wait status.
@@ -1033,7 +1022,7 @@ int cmd_run(const args& a) {
       hinted = true;
       // open_segment's hint for a missing segment is to start the program with LD_PRELOAD and
       // LIVEALLOC_PROFILE=1, which is what run did: say instead why there is none.
-      if (r.kind == memlive::error_kind::no_segment && !maps_path(pid, lib))
+      if (r.kind == memlive::error_kind::no_segment && maps_not(pid, lib))
         std::fprintf(stderr,
                      "memlive: run: process %d publishes no segment yet: it was started with "
                      "LD_PRELOAD=%s and LIVEALLOC_PROFILE=1, but does not map the library (a "
