@@ -607,8 +607,19 @@ def interrupted(signum, _frame):
     raise KeyboardInterrupt("signal %d" % signum)
 
 
+def number(option, text, kind):
+    """--reps and --scale as given (not argparse's type=, whose error is a usage block under
+    bench.py's name rather than one line under run.sh's)."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise UsageError("%s must be %s (got %r)" % (
+            option, "an integer" if kind is int else "a number", text)) from None
+
+
 def run_suite(args):
     # Checked before anything is written: a run that cannot happen must not replace the results.
+    args.reps, args.scale = number("--reps", args.reps, int), number("--scale", args.scale, float)
     if args.reps < 1:
         raise UsageError("--reps must be at least 1 (got %d)" % args.reps)
     if not (1e-6 <= args.scale <= 1e6):  # also false for nan
@@ -1230,9 +1241,9 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--build-dir", required=True)
     r.add_argument("--out", required=True)
-    r.add_argument("--reps", type=int, default=5)
+    r.add_argument("--reps", default="5")  # checked by run_suite, as every other value
     r.add_argument("--smoke", action="store_true")
-    r.add_argument("--scale", type=float, default=1.0)
+    r.add_argument("--scale", default="1")
     r.add_argument("--allocators", default="")
     r.add_argument("--workloads", default="")
     r.add_argument("--require-livealloc", action="store_true")

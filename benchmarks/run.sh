@@ -62,7 +62,14 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-build_dir="$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)"  # absolute: LD_PRELOAD paths derive from it
+if [[ $build == 0 && ! -d $build_dir ]]; then  # a typo must not become an empty folder
+  echo "run.sh: --build-dir $build_dir: not a directory (--no-build uses an existing build)" >&2
+  exit 2
+fi
+# absolute: LD_PRELOAD paths derive from it
+absolute="$(mkdir -p -- "$build_dir" 2>/dev/null && cd -- "$build_dir" && pwd)" ||
+  { echo "run.sh: --build-dir $build_dir: cannot create or enter it" >&2; exit 2; }
+build_dir="$absolute"
 if [[ $smoke == 1 ]]; then
   reps=1
   out="${out:-$build_dir/benchmarks/smoke-results}"

@@ -79,6 +79,12 @@ def main():
         refusals = [(["--reps", "0"], "--reps must be at least 1"),
                     (["--scale", "0"], "--scale must be from"),
                     (["--reps"], "--reps needs a value"),
+                    (["--reps", "abc"], "--reps must be an integer (got 'abc')"),
+                    (["--reps", "1.5"], "--reps must be an integer"),
+                    (["--scale", "x"], "--scale must be a number (got 'x')"),
+                    (["--build-dir", os.path.join(out_dir, "typo")],
+                     "--build-dir %s: not a directory" % os.path.join(out_dir, "typo")),
+                    (["--build-dir", a_file], "--build-dir %s: not a directory" % a_file),
                     (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "--livealloc-lib %s" % out_dir),
                     (["--baseline-lib", os.path.join(out_dir, "missing.so")], "--baseline-lib %s" % out_dir),
                     (["--workloads", "nosuch"], "no workload matches nosuch"),
@@ -99,8 +105,17 @@ def main():
                 if out.returncode != 2 or want not in out.stderr or len(lines) != 1 or not lines[0].startswith("run.sh: "):
                     failures.append("run.sh %s: exit %d, stderr %r (want 2 and one line 'run.sh: ...%s')" % (
                         " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+            # Without --no-build a build folder that cannot be made is refused the same way.
+            sub = os.path.join(a_file, "sub")
+            out = subprocess.run([runner[0], "--build-dir", sub, "--out", out_dir],
+                                 capture_output=True, text=True, timeout=60)
+            want = "run.sh: --build-dir %s: cannot create or enter it\n" % sub
+            if out.returncode != 2 or out.stderr != want:
+                failures.append("run.sh --build-dir %s: exit %d, stderr %r" % (
+                    sub, out.returncode, out.stderr))
             # bench.py run on its own: the same refusals under its own name.
             for extra, want in ((["--reps", "0"], "bench.py: --reps must be at least 1"),
+                                (["--scale", "fast"], "bench.py: --scale must be a number"),
                                 (["--workloads", ","], "bench.py: --workloads ',': empty name"),
                                 (["--out", a_file], "bench.py: --out %s: not a directory" % a_file)):
                 out = subprocess.run(bench_run + extra, capture_output=True, text=True, timeout=60)
