@@ -19,12 +19,13 @@ esac
 summary="${1:-$here/results/summary.csv}"
 [[ -f "$summary" ]] || { echo "plot.sh: no $summary (run benchmarks/run.sh first)" >&2; exit 1; }
 outdir="${2:-$(dirname "$summary")/plots}"
-mkdir -p "$outdir"
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
 
-# "workload metric file colours" lines, grouped by workload.
+# "workload metric file colours" lines, grouped by workload. Every bar is a ratio to glibc: a
+# workload without glibc's results is named on stderr and skipped; with none at all, exit 1.
 /usr/bin/python3 "$here/bench.py" plotdata "$summary" "$data" >"$data/index"
+mkdir -p "$outdir"
 
 for w in $(cut -d' ' -f1 "$data/index" | uniq); do
   panels=$(awk -v w="$w" '$1 == w' "$data/index" | wc -l)

@@ -2,8 +2,9 @@
 """Checks plot.sh: on a real summary (the smoke run's) it draws one PNG per workload without a
 gnuplot warning; on a synthetic one, an allocator measured in only one panel gets a column in
 that panel alone and keeps its colour, each bar has the min-max of the paired ratios as its error
-bar, and the PNGs come out the same byte for byte when drawn again; without a summary, or with
-bad arguments, it stops with a clear error.
+bar, and the PNGs come out the same byte for byte when drawn again; a workload without glibc's
+results is named as not drawn; without a summary, without glibc in it, or with bad arguments, it
+stops with a clear error.
 
 Exit 77 (skipped) without gnuplot; 0 when every check passes, 1 otherwise.
     test_plot.py SUMMARY.csv"""
@@ -125,6 +126,38 @@ def main():
         with open(PLOT) as f:
             if "histogram errorbars" not in f.read():
                 failures.append("plot.sh does not draw the histograms with error bars")
+
+        # Every bar is a ratio to glibc. A workload that glibc did not run is named as skipped;
+        # a summary without glibc at all is an error, not a silent run that draws nothing.
+        with open(syn) as f:
+            rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
+        one_missing = os.path.join(tmp, "one-missing.csv")
+        with open(one_missing, "w", newline="") as f:
+            w = csv.DictWriter(f, FIELDS)
+            w.writeheader()
+            w.writerows(rows + [dict(rows[1], workload="u", ratio_to_glibc="", paired_to_glibc="",
+                                     paired_to_glibc_min="", paired_to_glibc_max="")])
+        out = subprocess.run(["bash", PLOT, one_missing, os.path.join(tmp, "one-missing")],
+                             capture_output=True, text=True, timeout=120)
+        drawn = sorted(os.listdir(os.path.join(tmp, "one-missing"))) if out.returncode == 0 else []
+        if (out.returncode != 0 or drawn != ["v.png", "w.png"] or
+                "no plot of u: %s has no ratio to glibc" % one_missing not in out.stderr):
+            failures.append("plot.sh on a summary whose workload u lacks glibc: exit %d, drew %s, "
+                            "stderr %r (want v.png, w.png and u named)"
+                            % (out.returncode, drawn, out.stderr.strip()[:400]))
+        no_glibc = os.path.join(tmp, "no-glibc.csv")
+        with open(no_glibc, "w", newline="") as f:
+            w = csv.DictWriter(f, FIELDS)
+            w.writeheader()
+            w.writerows(dict(r, ratio_to_glibc="", paired_to_glibc="", paired_to_glibc_min="",
+                             paired_to_glibc_max="") for r in rows if r["allocator"] != "glibc")
+        out = subprocess.run(["bash", PLOT, no_glibc, os.path.join(tmp, "no-glibc")],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode == 0 or "nothing to draw in %s" % no_glibc not in out.stderr:
+            failures.append("plot.sh on a summary without glibc: exit %d, stderr %r (want an error)"
+                            % (out.returncode, out.stderr.strip()[:400]))
+        if os.path.exists(os.path.join(tmp, "no-glibc")):
+            failures.append("plot.sh with nothing to draw created its output folder")
 
         # No summary: a clear error, nothing drawn.
         out = subprocess.run(["bash", PLOT, os.path.join(tmp, "missing.csv"), os.path.join(tmp, "x")],

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks how run.sh (bench.py run) treats the results in --out: a complete run replaces
 results.csv, summary.csv, verdict.md and plots/ together; a run with a failed case, or one
-interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/. Also: a peer
+interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; a full run
+without glibc completes and says why it has no plots. Also: a peer
 named in --allocators but not installed is a usage error naming its Debian package (a note when
 the default set is run), and the CSV header gives the build type and ignores untracked files.
 
@@ -179,6 +180,15 @@ def main():
             failures.append("a complete full run drew no plots: %r" % r.stderr[-500:])
         if not shutil.which("gnuplot") and "no plots" not in r.stderr:
             failures.append("without gnuplot, no note about the plots: %r" % r.stderr[-500:])
+        # Without glibc nothing can be drawn (every plot is a ratio to glibc): the run is
+        # complete all the same, and says why it has no plots.
+        alone = os.path.join(tmp, "alone")
+        r = subprocess.run(run[:-2] + ["--out", alone, "--allocators", "livealloc", "--reps", "1",
+                                       "--scale", "0.01", "--workloads", "true"],
+                           capture_output=True, text=True, timeout=120)
+        if shutil.which("gnuplot") and (r.returncode != 0 or "nothing to draw" not in r.stderr):
+            failures.append("a full run without glibc: exit %d, stderr %r (want 0 and a note why "
+                            "there are no plots)" % (r.returncode, r.stderr[-500:]))
 
     for f in failures:
         print("FAIL: " + f)
