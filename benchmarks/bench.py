@@ -358,23 +358,10 @@ def run_process(argv, env, timeout, cwd, observer=None):
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, pass_fds=(gate_r,) if observer else ())
     events, status = None, None
-    if observer:
-        os.close(gate_r)
-        obs = Observer(observer, cwd)
-        try:
-            obs.attach(proc, gate_w)
-        except (ObserverError, OSError, http.client.HTTPException) as e:
-            status = "observer failed: %s" % e
-            os.killpg(proc.pid, signal.SIGKILL)
-        finally:
-            os.close(gate_w)  # the workload sees end of file if it was not released
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        status = status or "timed out after %d s" % timeout
-    except BaseException:  # interrupted: the workload has its own session, so it must be ended here
+
+    def abandon():
+        """Interrupted: the workload and memlive serve have sessions of their own, so Ctrl-C
+        does not reach them; end them here, and remove the segment the killed workload left."""
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:  # it had just exited
@@ -385,6 +372,31 @@ def run_process(argv, env, timeout, cwd, observer=None):
         seg = "/dev/shm/livealloc.%d" % proc.pid
         if os.path.exists(seg):
             os.unlink(seg)
+
+    if observer:
+        os.close(gate_r)
+        obs = Observer(observer, cwd)
+        try:
+            obs.attach(proc, gate_w)
+        except (ObserverError, OSError, http.client.HTTPException) as e:
+            status = "observer failed: %s" % e
+            os.killpg(proc.pid, signal.SIGKILL)
+        except BaseException:  # interrupted while attaching (serve may be running already)
+            os.close(gate_w)
+            gate_w = None
+            abandon()
+            raise
+        finally:
+            if gate_w is not None:
+                os.close(gate_w)  # the workload sees end of file if it was not released
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        status = status or "timed out after %d s" % timeout
+    except BaseException:
+        abandon()
         raise
     if obs is not None:
         events, problem = obs.finish()

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Checks how run.sh (bench.py run) treats the results in --out: a complete run replaces
 results.csv, summary.csv, verdict.md and plots/ together; a run with a failed case, or one
-interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; a full run
-without glibc completes and says why it has no plots. Also: a peer
+interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; one interrupted
+while it attaches memlive to a workload leaves neither memlive serve nor the workload's segment
+behind; a full run without glibc completes and says why it has no plots. Also: a peer
 named in --allocators but not installed is a usage error naming its Debian package (a note when
 the default set is run), and the CSV header gives the build type and ignores untracked files.
 
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -96,12 +98,89 @@ def check_header(failures, tmp):
         failures.append("a changed tracked file is not reported: %r" % bench.repository(repo))
 
 
+# A memlive that starts to serve but never sends an event: the runner waits up to 3 s for the
+# first one, before the workload may start. It notes its pid and the workload's.
+FAKE_MEMLIVE = r"""#!/usr/bin/python3
+import os, socket, sys, time
+workload = sys.argv[sys.argv.index("--pid") + 1]
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+port = s.getsockname()[1]
+print("memlive: serving pid %s at http://127.0.0.1:%d/" % (workload, port), flush=True)
+c, _ = s.accept()
+c.recv(4096)
+c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+with open(os.environ["FAKE_MEMLIVE_PIDS"], "w") as f:
+    f.write("%d %s\n" % (os.getpid(), workload))
+time.sleep(60)
+"""
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_interrupt_observed(failures, tmp, build):
+    """Interrupted while the livealloc+memlive column attaches its observer: memlive serve (in a
+    session of its own, so Ctrl-C does not reach it) and the workload's segment must not outlive
+    the run."""
+    fake = os.path.join(tmp, "fake-build")
+    os.makedirs(os.path.join(fake, "memlive"))
+    for d in ("allocator", "benchmarks"):
+        os.symlink(os.path.join(build, d), os.path.join(fake, d))
+    memlive = os.path.join(fake, "memlive", "memlive")
+    with open(memlive, "w") as f:
+        f.write(FAKE_MEMLIVE)
+    os.chmod(memlive, 0o755)
+    pids = os.path.join(tmp, "fake-memlive.pids")
+    p = subprocess.Popen([os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", fake,
+                          "--out", os.path.join(tmp, "observed"), "--smoke",
+                          "--allocators", "livealloc+memlive", "--workloads", "large_blocks"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, FAKE_MEMLIVE_PIDS=pids))
+    serve = workload = None
+    try:
+        for _ in range(300):
+            if os.path.exists(pids) and open(pids).read().endswith("\n"):
+                serve, workload = (int(x) for x in open(pids).read().split())
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=60)[1]
+        if serve is None:
+            failures.append("the fake memlive never got the stream request: %r" % err[-500:])
+            return
+        time.sleep(0.2)  # the stray, if any, is reparented and still runs; a reaped one is gone
+        if p.returncode != 130 or alive(serve):
+            failures.append("interrupted while attaching the observer: exit %d, memlive serve %s"
+                            % (p.returncode, "still running" if alive(serve) else "ended"))
+        if os.path.exists("/dev/shm/livealloc.%d" % workload):
+            failures.append("interrupted while attaching the observer: the workload's segment "
+                            "/dev/shm/livealloc.%d was left behind" % workload)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if serve is not None and alive(serve):
+            os.kill(serve, signal.SIGKILL)
+        if workload is not None and os.path.exists("/dev/shm/livealloc.%d" % workload):
+            os.unlink("/dev/shm/livealloc.%d" % workload)
+
+
 def main():
     build = sys.argv[1]
     failures = []
     check_allocators(failures)
     with tempfile.TemporaryDirectory() as tmp:
         check_header(failures, tmp)
+        check_interrupt_observed(failures, tmp, build)
         out = os.path.join(tmp, "out")
         run = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out,
                "--allocators", "glibc,livealloc"]
