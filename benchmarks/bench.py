@@ -89,9 +89,31 @@ CASES = (
 
 # The `clang` workload: clang++ compiles clang_input.cpp, -O2 in a full run, -O0 in a smoke run.
 # The compiler's output does not depend on the allocator, so every run of a bench.py invocation
-# must write the same object file as its first run; CLANG_OBJECTS holds that first run's digest.
+# must write the object file that clang++ writes without a preload (glibc); CLANG_OBJECTS holds
+# its digest: the glibc column's first run, or a compile of its own made before the first run of
+# another allocator (`--allocators livealloc` alone has no other reference).
 CLANG = "/usr/bin/clang++"
 CLANG_OBJECTS = {}
+
+
+def clang_argv(args, obj):
+    return [CLANG, "-std=c++17", "-O0" if args.smoke else "-O2", "-c",
+            os.path.join(HERE, "clang_input.cpp"), "-o", obj]
+
+
+def clang_reference(args):
+    """None once CLANG_OBJECTS holds the object clang++ writes without a preload, else why not."""
+    if "object" in CLANG_OBJECTS:
+        return None
+    with tempfile.TemporaryDirectory(prefix="bench-clang-") as scratch:
+        obj = os.path.join(scratch, "out.o")
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        r = subprocess.run(clang_argv(args, obj), env=env, capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode != 0:
+            return "clang++ without a preload, for the reference object, exited %d: %s" % (
+                r.returncode, " | ".join(r.stderr.strip().splitlines()[-3:]))
+        return check_clang_object(obj, {"name": "glibc"})
 
 # The livealloc+memlive column runs only our own benchmark binaries (kind "bench": the python3, clang
 # and /bin/true cases go through bench_spawn, whose child has another pid), and only the cases whose
@@ -464,13 +486,14 @@ def run_case(case, alloc, args, build_dir):
             target, runs = ["/usr/bin/python3", os.path.join(HERE, "python_alloc.py"), str(rounds)], 1
         elif case["kind"] == "clang":
             scratch = tempfile.mkdtemp(prefix="bench-clang-")
-            target, runs = [CLANG, "-std=c++17", "-O0" if args.smoke else "-O2", "-c",
-                            os.path.join(HERE, "clang_input.cpp"), "-o", os.path.join(scratch, "out.o")], 1
+            target, runs = clang_argv(args, os.path.join(scratch, "out.o")), 1
         else:  # /bin/true: the cost of loading the allocator at all (start-up time, resident set)
             target, runs = ["/bin/true"], (3 if args.smoke else 20)
         argv = [spawn, str(runs)] + target
         status, stdout, stderr, _ = run_process(argv, env, timeout, build_dir)
         if scratch:
+            if status is None and alloc["path"]:  # compared with glibc's object, never its own
+                status = clang_reference(args)
             if status is None:
                 status = check_clang_object(os.path.join(scratch, "out.o"), alloc)
             shutil.rmtree(scratch, ignore_errors=True)
