@@ -690,11 +690,15 @@ def run_suite(args):
     # becomes <out>/failed/ and leaves the last complete results in place.
     stage = os.path.join(out_dir, "incomplete")
     failed_dir = os.path.join(out_dir, "failed")
+    signal.signal(signal.SIGTERM, interrupted)  # `kill` of run.sh (which execs bench.py) as Ctrl-C
+    try:
+        facts = header_lines(args, allocators, notes)  # once, at the start: its date and load
+    except KeyboardInterrupt:
+        print("%s: interrupted before the first run; nothing was written" % args.prog,
+              file=sys.stderr)
+        return 130
     shutil.rmtree(stage, ignore_errors=True)
     os.makedirs(stage)  # (only once every argument has been checked)
-    signal.signal(signal.SIGTERM, interrupted)  # `kill` of run.sh (which execs bench.py) as Ctrl-C
-
-    facts = header_lines(args, allocators, notes)  # once, at the start: date and load belong to it
     failures = []
     stopped = False
     all_rows = []
@@ -741,10 +745,18 @@ def run_suite(args):
         end = ["# load average at end: %s; %d runs in %.0f s" % (loadavg(), total, time.monotonic() - started)]
         end += ["# " + f for f in failures]
         raw.write("\n".join(end) + "\n")
-    write_summary(all_rows, os.path.join(stage, "summary.csv"),
-                  ["# livealloc benchmarks: summary (median over repetitions)"] + facts + end)
-    if not failures:
-        failures += finish_run(stage, args)
+    try:
+        write_summary(all_rows, os.path.join(stage, "summary.csv"),
+                      ["# livealloc benchmarks: summary (median over repetitions)"] + facts + end)
+        if not failures:
+            failures += finish_run(stage, args)
+    except KeyboardInterrupt:  # after the last run: a failed run all the same, and said so
+        stopped = True
+        failures.append("INTERRUPTED after the last run, before the summary, verdict and plots "
+                        "were complete")
+        print("\n" + failures[-1], file=sys.stderr)
+        with open(os.path.join(stage, "results.csv"), "a") as raw:
+            raw.write("# " + failures[-1] + "\n")
     if failures:
         shutil.rmtree(failed_dir, ignore_errors=True)
         os.replace(stage, failed_dir)
@@ -785,9 +797,16 @@ def finish_run(stage, args):
               "`benchmarks/plot.sh %s`" % (args.prog, os.path.join(os.path.abspath(args.out), "summary.csv")),
               file=sys.stderr)
         return []
-    p = subprocess.run(["bash", os.path.join(HERE, "plot.sh"), os.path.join(stage, "summary.csv"),
-                        os.path.join(stage, "plots")], capture_output=True, text=True)
-    err = p.stderr
+    # Its own session, so an interrupt ends plot.sh and its gnuplot together (killpg).
+    p = subprocess.Popen(["bash", os.path.join(HERE, "plot.sh"), os.path.join(stage, "summary.csv"),
+                          os.path.join(stage, "plots")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        err = p.communicate()[1]
+    except BaseException:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
     # plotdata names what it cannot draw (a workload without glibc's results, or all of them:
     # every plot is a ratio to glibc); anything else on stderr, a gnuplot warning, is a failure.
     lines = err.strip().splitlines()

@@ -245,6 +245,43 @@ def main():
         if os.path.exists(os.path.join(out, "incomplete")):
             failures.append("an interrupted run left %s/incomplete" % out)
 
+        # Interrupted before the first run (while the header is gathered: a slow lscpu) and after
+        # the last (while plot.sh draws: a slow gnuplot): exit 130 with a message, no traceback,
+        # the last complete results kept, no stage folder and no program left running.
+        for tool, extra, want in (
+                ("lscpu", ["--smoke"], "interrupted before the first run; nothing was written"),
+                ("gnuplot", ["--reps", "1", "--scale", "0.01"], "INTERRUPTED after the last run")):
+            slow = os.path.join(tmp, "slow-" + tool)
+            os.mkdir(slow)
+            pid_file = os.path.join(tmp, tool + ".pid")
+            with open(os.path.join(slow, tool), "w") as f:
+                f.write("#!/bin/sh\necho $$ > %s\nexec sleep 60\n" % pid_file)
+            os.chmod(os.path.join(slow, tool), 0o755)
+            env = dict(os.environ, PATH=slow + os.pathsep + os.environ["PATH"])
+            p = subprocess.Popen(run + extra + ["--workloads", "true"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+            pid = None
+            for _ in range(3000):
+                if os.path.exists(pid_file) and open(pid_file).read().endswith("\n"):
+                    pid = int(open(pid_file).read())
+                    break
+                if p.poll() is not None:
+                    break
+                time.sleep(0.01)
+            p.send_signal(signal.SIGTERM)
+            err = p.communicate(timeout=60)[1]
+            time.sleep(0.2)
+            if (pid is None or p.returncode != 130 or want not in err or "Traceback" in err or
+                    snapshot(out) != before or os.path.exists(os.path.join(out, "incomplete"))):
+                failures.append("interrupted while %s ran: exit %s, results %s, incomplete/ %s, "
+                                "stderr %r" % (tool, p.returncode,
+                                               "kept" if snapshot(out) == before else "changed",
+                                               os.path.exists(os.path.join(out, "incomplete")),
+                                               err[-400:]))
+            if pid is not None and alive(pid):
+                failures.append("interrupted while %s ran: it is still running" % tool)
+                os.kill(pid, signal.SIGKILL)
+
         # A complete full run replaces everything, plots included (drawn by plot.sh when gnuplot is
         # there), and drops the failed run's folder.
         r = subprocess.run(run + ["--reps", "1", "--scale", "0.01", "--workloads", "true"],
