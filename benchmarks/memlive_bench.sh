@@ -2,7 +2,7 @@
 # memlive's judged criteria as benchmarks (benchmarks/README.md, "memlive"): runs bench_memlive
 # and writes one CSV with the machine, kernel, compiler, package versions and the exact command
 # in its header. Measured, never asserted: the exit status says only whether every measurement
-# completed with correct data.
+# completed with correct data (1: the last complete CSV stays, this run's goes to *-failed.csv).
 #
 #   benchmarks/memlive_bench.sh [--smoke] [--reps N] [--build-dir DIR] [--no-build] [--out DIR]
 #
@@ -96,12 +96,21 @@ for run in "${runs[@]}"; do
   echo "[$n/$total] $label" >&2
   # shellcheck disable=SC2086
   if ! output=$("$bench" $cmdargs); then
+    # A failed run reports no number: its rows are dropped, and the failure is in the CSV.
     echo "FAILED $label: $bench $cmdargs" >&2
-    failed=1
+    echo "# FAILED $label: $bench $cmdargs" >> "$csv.tmp"
+    failed=$((failed + 1))
+    continue
   fi
   printf '%s\n' "$output" | sed -n "s/^RESULT workload=\([^ ]*\) case=\([^ ]*\) threads=\([^ ]*\) metric=\([^ ]*\) value=\([^ ]*\) unit=\([^ ]*\)$/$rep,livealloc,\1,\2,\3,\4,\5,\6/p" >> "$csv.tmp"
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $total runs in $((SECONDS - started)) s" >> "$csv.tmp"
+if [ "$failed" != 0 ]; then  # the last complete CSV stays; this run's goes beside it
+  mv "$csv.tmp" "${csv%.csv}-failed.csv"
+  echo "memlive_bench.sh: $failed run(s) FAILED; $csv is left as it was, this run's rows are in" \
+    "${csv%.csv}-failed.csv" >&2
+  exit 1
+fi
+rm -f "${csv%.csv}-failed.csv"
 mv "$csv.tmp" "$csv"
 echo "wrote $csv" >&2
-exit $failed

@@ -3,7 +3,8 @@
 results.csv, summary.csv, verdict.md and plots/ together; a run with a failed case, or one
 interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; one interrupted
 while it attaches memlive to a workload leaves neither memlive serve nor the workload's segment
-behind; a full run without glibc completes and says why it has no plots. Also: a peer
+behind; a full run without glibc completes and says why it has no plots; memlive_bench.sh with
+a failed run keeps its last complete CSV and writes none of the failed run's numbers. Also: a peer
 named in --allocators but not installed is a usage error naming its Debian package (a note when
 the default set is run), and the CSV header gives the build type and ignores untracked files.
 
@@ -174,6 +175,47 @@ def check_interrupt_observed(failures, tmp, build):
             os.unlink("/dev/shm/livealloc.%d" % workload)
 
 
+# A bench_memlive whose latency runs fail after printing a number (and memlive, never run here).
+FAKE_BENCH_MEMLIVE = r"""#!/bin/sh
+echo "RESULT workload=memlive case=$1 threads=1 metric=from_$1 value=1 unit=ms"
+[ "$1" = latency ] && exit 1
+exit 0
+"""
+
+
+def check_memlive_bench_failed(failures, tmp):
+    """memlive_bench.sh with a failed run: exit 1, no number of the failed run, the failure in
+    the CSV, and the last complete CSV kept."""
+    fake = os.path.join(tmp, "fake-memlive-build")
+    for path, text in (("benchmarks/bench_memlive", FAKE_BENCH_MEMLIVE),
+                       ("memlive/memlive", "#!/bin/sh\nexit 0\n")):
+        os.makedirs(os.path.dirname(os.path.join(fake, path)), exist_ok=True)
+        with open(os.path.join(fake, path), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(fake, path), 0o755)
+    out = os.path.join(tmp, "memlive-out")
+    os.mkdir(out)
+    kept = os.path.join(out, "memlive-smoke.csv")
+    with open(kept, "w") as f:
+        f.write("the last complete run\n")
+    r = subprocess.run([os.path.join(HERE, "memlive_bench.sh"), "--smoke", "--no-build",
+                        "--build-dir", fake, "--out", out], capture_output=True, text=True,
+                       timeout=60)
+    with open(kept) as f:
+        if r.returncode != 1 or f.read() != "the last complete run\n":
+            failures.append("memlive_bench.sh with a failed run: exit %d, %s replaced; stderr %r"
+                            % (r.returncode, kept, r.stderr[-400:]))
+    try:
+        with open(os.path.join(out, "memlive-smoke-failed.csv")) as f:
+            text = f.read()
+        if ("# FAILED latency serve" not in text or "from_latency" in text or
+                "from_serialise" not in text):
+            failures.append("memlive-smoke-failed.csv: want the failure, the runs that completed "
+                            "and no number of a failed run: %r" % text[-600:])
+    except OSError as e:
+        failures.append("memlive_bench.sh with a failed run wrote no -failed.csv: %s" % e)
+
+
 def main():
     build = sys.argv[1]
     failures = []
@@ -181,6 +223,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check_header(failures, tmp)
         check_interrupt_observed(failures, tmp, build)
+        check_memlive_bench_failed(failures, tmp)
         out = os.path.join(tmp, "out")
         run = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out,
                "--allocators", "glibc,livealloc"]
