@@ -27,6 +27,7 @@ import http.client
 import math
 import re
 import select
+import shlex
 import shutil
 import signal
 import statistics
@@ -1326,7 +1327,7 @@ def main():
     r.add_argument("--require-livealloc", action="store_true")
     r.add_argument("--livealloc-lib", default="", help="another liblivealloc.so (default: the build's)")
     r.add_argument("--baseline-lib", default="", help="a second liblivealloc.so to compare with (column livealloc@baseline)")
-    r.add_argument("--command", default=" ".join(sys.argv))
+    r.add_argument("--command", default=shlex.join(sys.argv))
     r.add_argument("--prog", default="bench.py", help="the name error messages start with (run.sh passes its own)")
     d = sub.add_parser("plotdata")
     d.add_argument("summary")

@@ -14,7 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 build="$repo/build" out="$here/results" reps=3 smoke=0 do_build=1
-command_line="benchmarks/memlive_bench.sh $*"
+command_line="benchmarks/memlive_bench.sh"  # quoted: it runs again as written
+[ $# -eq 0 ] || command_line+="$(printf ' %q' "$@")"
 while [ $# -gt 0 ]; do
   case $1 in
     --reps | --build-dir | --out)

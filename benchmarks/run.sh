@@ -34,7 +34,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
-command_line="benchmarks/run.sh${*:+ $*}"
+# The exact command for the CSV header, quoted so that it runs again as written (a path with a
+# space stays one argument).
+command_line="benchmarks/run.sh"
+(($# == 0)) || command_line+="$(printf ' %q' "$@")"
 
 smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" livealloc_lib="" baseline_lib=""
 build_dir="$repo/build"

@@ -4,7 +4,8 @@ results.csv, summary.csv, verdict.md and plots/ together; a run with a failed ca
 interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; one interrupted
 while it attaches memlive to a workload leaves neither memlive serve nor the workload's segment
 behind; a full run without glibc completes and says why it has no plots; memlive_bench.sh with
-a failed run keeps its last complete CSV and writes none of the failed run's numbers. Also: a peer
+a failed run keeps its last complete CSV and writes none of the failed run's numbers; the
+header's command, split as a shell would, gives back the arguments. Also: a peer
 named in --allocators but not installed is a usage error naming its Debian package (a note when
 the default set is run), and the CSV header gives the build type and ignores untracked files.
 
@@ -14,6 +15,7 @@ import argparse
 import os
 import re
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -240,6 +242,20 @@ def main():
             want = "# build type: %s\n" % ((configured.group(1) if configured else "") or "(none)")
             if want not in f.read():
                 failures.append("results.csv has no line %r" % want)
+        # The header's command runs again as written: a path with a space stays one argument.
+        spaced = os.path.join(tmp, "with space")
+        argv = ["--no-build", "--build-dir", build, "--out", spaced, "--smoke", "--workloads",
+                "true", "--allocators", "glibc"]
+        r = subprocess.run([os.path.join(HERE, "run.sh")] + argv, capture_output=True, text=True,
+                           timeout=120)
+        try:
+            with open(os.path.join(spaced, "results.csv")) as f:
+                command = re.search(r"^# command: (.*)$", f.read(), re.M).group(1)
+            if shlex.split(command) != ["benchmarks/run.sh"] + argv:
+                failures.append("the header's command %r does not give back %r" % (command, argv))
+        except (OSError, AttributeError) as e:
+            failures.append("a run with --out %r: exit %d, %s: %r" % (spaced, r.returncode, e,
+                                                                     r.stderr[-300:]))
         os.mkdir(os.path.join(out, "plots"))
         with open(os.path.join(out, "plots", "old.png"), "w") as f:
             f.write("the last complete run's plot\n")
