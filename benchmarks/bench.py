@@ -598,11 +598,12 @@ def pick_allocators(args, build_dir, notes):
         path = os.path.abspath(lib.format(build=build_dir)) if lib else None
         memlive = os.path.abspath(a["observer"].format(build=build_dir)) if a.get("observer") else None
         missing = None
-        if path and not os.path.exists(path):
+        if path and not os.path.isfile(path):  # a folder too: ld.so can preload only a file
+            found = "not a file" if os.path.exists(path) else "not found"
             if a.get("baseline"):
-                raise UsageError("--baseline-lib: %s not found" % path)
+                raise UsageError("--baseline-lib: %s %s" % (path, found))
             if args.livealloc_lib and a["name"].startswith("livealloc"):  # asked for by name
-                raise UsageError("--livealloc-lib: %s not found" % path)
+                raise UsageError("--livealloc-lib: %s %s" % (path, found))
             how = ("install the Debian package %s" % a["package"] if a.get("package") else
                    "build the target livealloc_preload, or give --livealloc-lib")
             missing = "%s not found (%s)" % (path, how)

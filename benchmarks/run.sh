@@ -57,7 +57,10 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift ;;
     --require-livealloc) require="--require-livealloc" ;;
     --livealloc-lib|--baseline-lib)
-      if [[ ! -e "$2" ]]; then echo "run.sh: $1 $2: no such file" >&2; exit 2; fi
+      if [[ ! -f "$2" ]]; then  # a folder would reach ld.so (and the header's sha256)
+        echo "run.sh: $1 $2: $([[ -e "$2" ]] && echo "not a file" || echo "no such file")" >&2
+        exit 2
+      fi
       if [[ $1 == --livealloc-lib ]]; then livealloc_lib="$(realpath -- "$2")"; else baseline_lib="$(realpath -- "$2")"; fi
       shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;

@@ -87,6 +87,8 @@ def main():
                     (["--build-dir", a_file], "--build-dir %s: not a directory" % a_file),
                     (["--livealloc-lib", os.path.join(out_dir, "missing.so")], "--livealloc-lib %s" % out_dir),
                     (["--baseline-lib", os.path.join(out_dir, "missing.so")], "--baseline-lib %s" % out_dir),
+                    (["--livealloc-lib", out_dir], "--livealloc-lib %s: not a file" % out_dir),
+                    (["--baseline-lib", out_dir], "--baseline-lib %s: not a file" % out_dir),
                     (["--workloads", "nosuch"], "no workload matches nosuch"),
                     (["--workloads", "fastpath,nosuch"], "no workload matches nosuch"),
                     (["--workloads", ","], "--workloads ',': empty name"),
@@ -116,6 +118,8 @@ def main():
             # bench.py run on its own: the same refusals under its own name.
             for extra, want in ((["--reps", "0"], "bench.py: --reps must be at least 1"),
                                 (["--scale", "fast"], "bench.py: --scale must be a number"),
+                                (["--livealloc-lib", out_dir],
+                                 "bench.py: --livealloc-lib: %s not a file" % out_dir),
                                 (["--workloads", ","], "bench.py: --workloads ',': empty name"),
                                 (["--out", a_file], "bench.py: --out %s: not a directory" % a_file)):
                 out = subprocess.run(bench_run + extra, capture_output=True, text=True, timeout=60)
