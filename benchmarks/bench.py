@@ -692,7 +692,10 @@ def run_suite(args):
     # becomes <out>/failed/ and leaves the last complete results in place.
     stage = os.path.join(out_dir, "incomplete")
     failed_dir = os.path.join(out_dir, "failed")
-    signal.signal(signal.SIGTERM, interrupted)  # `kill` of run.sh (which execs bench.py) as Ctrl-C
+    # `kill` of run.sh (which execs bench.py) as Ctrl-C, and a closed terminal's SIGHUP: the
+    # workloads and memlive serve run in sessions of their own, which neither signal reaches.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
     try:
         facts = header_lines(args, allocators, notes)  # once, at the start: its date and load
     except KeyboardInterrupt:

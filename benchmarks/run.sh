@@ -29,7 +29,7 @@
 #        results and this run's partial results.csv and summary.csv go to <out>/failed/
 #   2    usage error, nothing run: a bad option or value, an unusable --out, a missing
 #        library of an allocator named in --allocators (or of livealloc with --require-livealloc)
-#   130  interrupted (Ctrl-C or SIGTERM): as for 1
+#   130  interrupted (Ctrl-C, SIGTERM or SIGHUP): as for 1
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

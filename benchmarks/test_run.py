@@ -128,19 +128,20 @@ def alive(pid):
         return False
 
 
-def check_interrupt_observed(failures, tmp, build):
-    """Interrupted while the livealloc+memlive column attaches its observer: memlive serve (in a
-    session of its own, so Ctrl-C does not reach it) and the workload's segment must not outlive
-    the run."""
+def check_interrupt_observed(failures, tmp, build, sig):
+    """Interrupted (`sig`) while the livealloc+memlive column attaches its observer: memlive
+    serve (in a session of its own, so Ctrl-C does not reach it, nor a closed terminal's SIGHUP)
+    and the workload's segment must not outlive the run."""
     fake = os.path.join(tmp, "fake-build")
-    os.makedirs(os.path.join(fake, "memlive"))
-    for d in ("allocator", "benchmarks"):
-        os.symlink(os.path.join(build, d), os.path.join(fake, d))
-    memlive = os.path.join(fake, "memlive", "memlive")
-    with open(memlive, "w") as f:
-        f.write(FAKE_MEMLIVE)
-    os.chmod(memlive, 0o755)
-    pids = os.path.join(tmp, "fake-memlive.pids")
+    if not os.path.exists(fake):
+        os.makedirs(os.path.join(fake, "memlive"))
+        for d in ("allocator", "benchmarks"):
+            os.symlink(os.path.join(build, d), os.path.join(fake, d))
+        memlive = os.path.join(fake, "memlive", "memlive")
+        with open(memlive, "w") as f:
+            f.write(FAKE_MEMLIVE)
+        os.chmod(memlive, 0o755)
+    pids = os.path.join(tmp, "fake-memlive-%s.pids" % sig.name)
     p = subprocess.Popen([os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", fake,
                           "--out", os.path.join(tmp, "observed"), "--smoke",
                           "--allocators", "livealloc+memlive", "--workloads", "large_blocks"],
@@ -155,18 +156,18 @@ def check_interrupt_observed(failures, tmp, build):
             if p.poll() is not None:
                 break
             time.sleep(0.01)
-        p.send_signal(signal.SIGTERM)
+        p.send_signal(sig)
         err = p.communicate(timeout=60)[1]
         if serve is None:
             failures.append("the fake memlive never got the stream request: %r" % err[-500:])
             return
         time.sleep(0.2)  # the stray, if any, is reparented and still runs; a reaped one is gone
         if p.returncode != 130 or alive(serve):
-            failures.append("interrupted while attaching the observer: exit %d, memlive serve %s"
-                            % (p.returncode, "still running" if alive(serve) else "ended"))
+            failures.append("%s while attaching the observer: exit %d, memlive serve %s" % (
+                sig.name, p.returncode, "still running" if alive(serve) else "ended"))
         if os.path.exists("/dev/shm/livealloc.%d" % workload):
-            failures.append("interrupted while attaching the observer: the workload's segment "
-                            "/dev/shm/livealloc.%d was left behind" % workload)
+            failures.append("%s while attaching the observer: the workload's segment "
+                            "/dev/shm/livealloc.%d was left behind" % (sig.name, workload))
     finally:
         if p.poll() is None:
             p.kill()
@@ -224,7 +225,8 @@ def main():
     check_allocators(failures)
     with tempfile.TemporaryDirectory() as tmp:
         check_header(failures, tmp)
-        check_interrupt_observed(failures, tmp, build)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            check_interrupt_observed(failures, tmp, build, sig)
         check_memlive_bench_failed(failures, tmp)
         out = os.path.join(tmp, "out")
         run = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out,
