@@ -172,8 +172,9 @@ def case_label(case):
 
 def sh(cmd):
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
         return ""
 
 
@@ -696,8 +697,14 @@ def run_suite(args):
     # workloads and memlive serve run in sessions of their own, which neither signal reaches.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
+    # The header's facts come from short programs (lscpu, dpkg-query, git). An interrupt raised
+    # between the start of one and the wait for it would leave it running: signals wait until
+    # the header is complete (each program has 60 s), and one that came stops the run there.
+    stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
         facts = header_lines(args, allocators, notes)  # once, at the start: its date and load
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # raises for a signal that came
     except KeyboardInterrupt:
         print("%s: interrupted before the first run; nothing was written" % args.prog,
               file=sys.stderr)

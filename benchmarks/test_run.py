@@ -306,9 +306,10 @@ def main():
         if os.path.exists(os.path.join(out, "incomplete")):
             failures.append("an interrupted run left %s/incomplete" % out)
 
-        # Interrupted before the first run (while the header is gathered: a slow lscpu) and after
-        # the last (while plot.sh draws: a slow gnuplot): exit 130 with a message, no traceback,
-        # the last complete results kept, no stage folder and no program left running.
+        # Interrupted before the first run (while the header is gathered: a slow lscpu, which
+        # the runner lets finish) and after the last (while plot.sh draws: a slow gnuplot): exit
+        # 130 with a message, no traceback, the last complete results kept, no stage folder and
+        # no program left running.
         for tool, extra, want in (
                 ("lscpu", ["--smoke"], "interrupted before the first run; nothing was written"),
                 ("gnuplot", ["--reps", "1", "--scale", "0.01"], "INTERRUPTED after the last run")):
@@ -316,7 +317,8 @@ def main():
             os.mkdir(slow)
             pid_file = os.path.join(tmp, tool + ".pid")
             with open(os.path.join(slow, tool), "w") as f:
-                f.write("#!/bin/sh\necho $$ > %s\nexec sleep 60\n" % pid_file)
+                f.write("#!/bin/sh\necho $$ > %s\nexec sleep %d\n"
+                        % (pid_file, 2 if tool == "lscpu" else 60))
             os.chmod(os.path.join(slow, tool), 0o755)
             env = dict(os.environ, PATH=slow + os.pathsep + os.environ["PATH"])
             p = subprocess.Popen(run + extra + ["--workloads", "true"], stdout=subprocess.DEVNULL,
