@@ -1306,7 +1306,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //   GET  /api/snapshot   one memlive.snapshot/1 object (application/json)
 //   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType); ?by=class: one series
 //                        per class (to_prometheus_by_class, its floor kept per server), ?by=thread
-//                        the default, another value 400
+//                        the default, another value 400 (an empty one too: `?by=`, `?by`)
 //   GET  /api/options    {"generation","validated_generation","rejected","writable","options":[
 //                         {name, requested, effective, min, max, default, live, bool}]};
 //                        writable: a POST could store values (the segment is writable to this
@@ -1321,7 +1321,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        its next slow path (see `tune`).
 //   GET  /api/stream     Server-Sent Events: one `data: <snapshot>` event per tick;
 //                        ?interval_ms=N (kMinStreamMs..kMaxStreamMs, default: the server's;
-//                        empty 400, as for every other query value).
+//                        empty 400, as for every other query value; a name without '=' is
+//                        empty: `?interval_ms`).
 //                        Ticks fall on multiples of the interval of the monotonic clock, and
 //                        each tick's JSON is built once and shared by every client on it.
 //                        Between ticks further apart, a `:` comment every kStreamHeartbeatMs.
@@ -2218,12 +2219,33 @@ inline server::response server::post_options(mg_connection* conn) {
   return r;
 }
 
-// mg_get_var, but a value that decodes to a NUL byte (`%00`) counts as too long (-2): read as a C
-// string it would end there, and `seconds=1%00junk` would pass for 1.
+// The value of `name` in a query string as mg_get_var finds it (the first field with that name,
+// in any case; decoded as a form), or -1 when absent, -2 when it does not fit `size`. A field
+// without '=' (`?by`) has the empty value, as `?by=`: mg_get_var skips it, and the request got
+// the default where `?by=` got 400. A value that decodes to a NUL byte (`%00`) counts as too
+// long: read as a C string it would end there, and `seconds=1%00junk` would pass for 1.
 inline int query_var(const char* query, const char* name, char* value, std::size_t size) {
+  value[0] = '\0';
   if (!query) return -1;
-  const int n = mg_get_var(query, std::strlen(query), name, value, size);
-  return n >= 0 && std::strlen(value) != static_cast<std::size_t>(n) ? -2 : n;
+  const std::size_t len = std::strlen(name);
+  for (const char* p = query;; ++p) {
+    const char* end = p + std::strcspn(p, "&");
+    const char* eq = static_cast<const char*>(std::memchr(p, '=', std::size_t(end - p)));
+    if (std::size_t((eq ? eq : end) - p) == len && strncasecmp(p, name, len) == 0) {
+      if (!eq) return 0;
+      const int n = mg_url_decode(eq + 1, static_cast<int>(end - eq - 1), value,
+                                  static_cast<int>(size), 1);
+      return n >= 0 && std::strlen(value) == static_cast<std::size_t>(n) ? n : -2;
+    }
+    if (*end == '\0') return -1;
+    p = end;
+  }
+}
+
+// The start of the 400 for query value `name`, whose query_var() gave `n`: an empty one (`?by`,
+// `?by=`) is named as such, not as a wrong value.
+inline std::string query_problem(const std::string& name, int n) {
+  return n == 0 ? name + " has no value; it must be " : name + " must be ";
 }
 
 // GET /api/history?seconds=N.
@@ -2238,8 +2260,8 @@ inline server::response server::history_response(const char* query) {
     if (n < 0 || !parse_int(value, &v) || v < 1 || v > kept) {
       r.code = 400;
       const std::string field = "seconds";
-      r.body = json_error("seconds must be a whole number from 1 to " + std::to_string(kept) +
-                              " (the history kept at this stream interval)",
+      r.body = json_error(query_problem(field, n) + "a whole number from 1 to " +
+                              std::to_string(kept) + " (the history kept at this stream interval)",
                           &field);
       return r;
     }
@@ -2361,7 +2383,7 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
   return r;
 }
 
-// GET /api/snapshot?since=baseline (any other query: the plain snapshot).
+// GET /api/snapshot?since=baseline (a query without `since`: the plain snapshot).
 // GET /metrics, ?by=thread (the default) or ?by=class.
 inline server::response server::metrics_response(const char* query) {
   response r;
@@ -2372,7 +2394,7 @@ inline server::response server::metrics_response(const char* query) {
   if (!by_class && !by_thread) {
     const std::string field = "by";
     r.code = 400;
-    r.body = json_error("by must be 'thread' or 'class'", &field);
+    r.body = json_error(query_problem(field, n) + "'thread' or 'class'", &field);
     return r;
   }
   rd::snapshot s;
@@ -2399,7 +2421,7 @@ inline server::response server::since_response(const char* query) {
   const std::string field = "since";
   if (n < 0 || std::strcmp(value, "baseline") != 0) {
     r.code = 400;
-    r.body = json_error("since must be 'baseline'", &field);
+    r.body = json_error(query_problem(field, n) + "'baseline'", &field);
     return r;
   }
   rd::snapshot base;
@@ -2442,7 +2464,7 @@ inline void server::stream(mg_connection* conn, const char* query, bool head_onl
       response r;
       r.code = 400;
       const std::string field = "interval_ms";
-      r.body = json_error("interval_ms must be a whole number of milliseconds from " +
+      r.body = json_error(query_problem(field, n) + "a whole number of milliseconds from " +
                               std::to_string(kMinStreamMs) + " to " + std::to_string(kMaxStreamMs),
                           &field);
       send(conn, r, head_only);

@@ -13,9 +13,11 @@
 //   3  Origin: POST /api/baseline {} with Origin: [http://]<rest>[:PORT] (byte 1 bits 1, 0).
 //
 // Properties: every answer starts with "HTTP/" (a status line, in the structured modes); the
-// structured modes get the status the README specifies: the query values decoded (by civetweb's
-// mg_get_var, with a large buffer) and checked against their documented ranges (interval_ms
-// 50..60000, else 400 (empty too), absent: the server's 250; seconds 1..150, else 400;
+// structured modes get the status the README specifies: the query values found as civetweb's
+// mg_get_var finds them (the first field of that name, in any case), a name without '=' being
+// empty, decoded by mg_url_decode with a large buffer, and checked against their documented
+// ranges (interval_ms 50..60000, else 400 (empty too), absent: the server's 250; seconds 1..150,
+// else 400;
 // since=baseline 200/409, another since 400; a value holding a NUL (%00) 400; a valid number written in 32+
 // characters may be refused); Host 127.0.0.1:PORT or localhost:PORT (any case) 200, anything
 // else 403; Origin absent or http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
@@ -140,17 +142,28 @@ bool host_ok(const std::string& h) {
   return iequals(h, "127.0.0.1" + p) || iequals(h, "localhost" + p);
 }
 
-// The decoded value of `name` in `query`: 1 and the value, 0 when absent. The server reads the
-// value as a C string, so a %00 ends it there ("seconds=5%00x" is 5): the same here.
+// The decoded value of `name` in `query`: 1 and the value, 0 when absent. The first field whose
+// name matches in any case counts; a field without '=' ("?seconds") has the empty value.
 // *decoded (if given) receives the full decoded length, NULs included.
 int query_var(const std::string& query, const char* name, std::string* value,
               std::size_t* decoded = nullptr) {
-  std::vector<char> buf(query.size() + 2);
-  const int n = mg_get_var(query.c_str(), query.size(), name, buf.data(), buf.size());
-  if (n < 0) return 0;
-  value->assign(buf.data(), static_cast<std::size_t>(n));  // NULs (%00) included: never a number
-  if (decoded) *decoded = static_cast<std::size_t>(n);
-  return 1;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = std::min(query.find('&', at), query.size());
+    const std::string field = query.substr(at, end - at);
+    const std::size_t eq = field.find('=');
+    if (iequals(field.substr(0, eq), name)) {
+      const std::string raw = eq == std::string::npos ? "" : field.substr(eq + 1);
+      std::vector<char> buf(raw.size() + 2);
+      const int n = mg_url_decode(raw.data(), static_cast<int>(raw.size()), buf.data(),
+                                  static_cast<int>(buf.size()), 1);
+      value->assign(buf.data(), static_cast<std::size_t>(n));  // NULs (%00) too: not a number
+      if (decoded) *decoded = static_cast<std::size_t>(n);
+      return 1;
+    }
+    if (end == query.size()) return 0;
+    at = end + 1;
+  }
 }
 
 void check_query(int which, const std::string& query, const std::string& r, int code) {

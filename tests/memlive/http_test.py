@@ -527,6 +527,49 @@ def check_stream_bounds(port):
                   "/api/stream?interval_ms=%s: 400, no stream (%r)" % (ms, status))
 
 
+def check_query_no_value(port):
+    """A query field without '=' (`?by`) has the empty value, as `?by=`, on every endpoint that
+    reads a query: 400 naming the field and saying it has no value. `/metrics?by` was served as
+    by=thread, `/api/snapshot?since` as the plain snapshot, `?seconds` and `?interval_ms` as
+    their defaults, while their `name=` forms were refused."""
+    for path, field in (("/metrics", "by"), ("/api/snapshot", "since"),
+                        ("/api/history", "seconds"), ("/api/stream", "interval_ms")):
+        for query in (field, field + "=", "x=1&" + field, field + "&x=1", field.upper()):
+            # What comes within 3 s: a stream served by mistake never ends.
+            s = socket.create_connection(("127.0.0.1", port), timeout=3)
+            out, deadline = b"", time.time() + 3
+            try:
+                s.sendall(b"GET %s?%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" %
+                          (path.encode(), query.encode(), port))
+                while time.time() < deadline:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    out += chunk
+            except (socket.timeout, ConnectionResetError):
+                pass
+            finally:
+                s.close()
+            head_, _, body = out.partition(b"\r\n\r\n")
+            m = re.match(rb"HTTP/1\.[01] (\d{3})", head_)
+            st = int(m.group(1)) if m else 0
+            try:
+                j = json.loads(body)
+            except ValueError:
+                j = None
+            check(st == 400 and j and j.get("field") == field and
+                  j.get("error", "").startswith(field + " has no value; it must be "),
+                  "GET %s?%s: 400, field %s, saying it has no value (got %d %r)" %
+                  (path, query, field, st, body[:200]))
+    # A value is still told from its absence, and a wrong one is not called missing.
+    st, _, j = get_json(port, "/metrics?by=nope")
+    check(st == 400 and j and j.get("error", "").startswith("by must be 'thread' or 'class'"),
+          "/metrics?by=nope: 400, 'by must be ...' (%d %s)" % (st, j))
+    for path in ("/metrics?byx", "/metrics?x=by", "/metrics?by=thread&by", "/api/snapshot?x"):
+        st, _, _ = request(port, "GET", path)
+        check(st == 200, "GET %s: 200, no such field or its first value used (%d)" % (path, st))
+
+
 def check_stream_head(port):
     """HEAD /api/stream: the headers GET sends (no Content-Length: the body is the stream) and
     no body, then the close. It answered with a snapshot's Content-Length."""
@@ -796,6 +839,7 @@ def cmd_inprocess(app):
         check_stream(port, pid)
         check_stream_bounds(port)
         check_stream_head(port)
+        check_query_no_value(port)
         check_endpoints(port, pid, want)  # still serving, same numbers
         check_history(port, pid)
         check_baseline(port, p)
@@ -882,6 +926,7 @@ def cmd_serve(ml, wl):
         check_stream_cap(port)
         check_history(port, w.pid)
         check_stream_bounds(port)  # after the cap check: its streams would hold slots there
+        check_query_no_value(port)
 
         r = subprocess.run([ml, "serve", "--pid", str(w.pid), "--port", str(port)],
                            capture_output=True, text=True, timeout=TIMEOUT)
