@@ -2334,20 +2334,31 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
     if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
       std::string twice;  // {"clear":false,"clear":true}: refused, as /api/options refuses it
       const nlohmann::json j = detail::parse_json_body(body, &twice);
-      bool ok = j.is_object() && twice.empty();
-      std::string field = twice;  // the entry refused: given twice, unknown, or not a bool
-      if (ok) {
-        for (auto it = j.begin(); it != j.end() && ok; ++it) {
-          ok = it.key() == "clear" && it.value().is_boolean();
-          if (!ok) field = it.key();
+      const std::string shape = "the body must be empty, {} or {\"clear\": true|false}";
+      std::string why, field;  // the problem, and the entry refused (if named)
+      bool named = false;  // false: the body as a whole
+      if (j.is_discarded()) {
+        why = "malformed JSON; " + shape;
+      } else if (!j.is_object()) {
+        why = shape;
+      } else if (!twice.empty()) {
+        why = "'" + twice + "' given twice; nothing done";
+        field = twice;
+        named = true;
+      } else {
+        for (auto it = j.begin(); it != j.end() && why.empty(); ++it) {
+          field = it.key();
+          named = true;
+          if (field != "clear")
+            why = "unknown field '" + field + "'; " + shape;
+          else if (!it.value().is_boolean())
+            why = "clear must be true or false";
         }
-        if (ok && j.contains("clear")) clear = j["clear"].get<bool>();
+        if (why.empty() && j.contains("clear")) clear = j["clear"].get<bool>();
       }
-      if (!ok) {
+      if (!why.empty()) {
         r.code = 400;
-        r.body = json_error(!twice.empty() ? "'" + twice + "' given twice; nothing done"
-                                : "the body must be empty, {} or {\"clear\": true|false}",
-                            j.is_object() && !j.empty() ? &field : nullptr);
+        r.body = json_error(why, named ? &field : nullptr);
         return r;
       }
     }

@@ -654,27 +654,60 @@ def post_baseline(port, body="", headers=None, method="POST"):
         return st, None
 
 
+# POST /api/baseline bodies and headers that are refused: (what, body, extra headers, status,
+# the entry the error names ("-": unchecked; None: the body as a whole), the error's start).
+BAD_BASELINES = [
+    ("foreign Origin", "", {"Origin": "http://evil.example"}, 403, "-", ""),
+    ("form content type", "", {"Content-Type": "text/plain"}, 415, "-", ""),
+    ("huge body", " " * (70 * 1024), {}, 413, "-", ""),
+    ("clear 1", '{"clear": 1}', {}, 400, "clear", "clear must be true or false"),
+    ("clear 1.0", '{"clear": 1.0}', {}, 400, "clear", "clear must be true or false"),
+    # past a double's range: it ended nlohmann's parse, and the body was called malformed
+    ("clear 1e400", '{"clear": 1e400}', {}, 400, "clear", "clear must be true or false"),
+    ("clear -1e400", '{"clear":-1e400}', {}, 400, "clear", "clear must be true or false"),
+    ("clear 1e400, then garbage", '{"clear": 1e400, x', {}, 400, None, "malformed JSON"),
+    ("clear a string", '{"clear": "true"}', {}, 400, "clear", "clear must be true or false"),
+    ("clear null", '{"clear": null}', {}, 400, "clear", "clear must be true or false"),
+    ("clear an object", '{"clear": {"clear": true}}', {}, 400, "clear",
+     "clear must be true or false"),
+    ("unknown field", '{"reset": true}', {}, 400, "reset", "unknown field 'reset'"),
+    ("unknown field after clear", '{"clear": true, "x": true}', {}, 400, "x",
+     "unknown field 'x'"),
+    ("unknown field 1e400", '{"x": 1e400}', {}, 400, "x", "unknown field 'x'"),
+    ("'Clear'", '{"Clear": true}', {}, 400, "Clear", "unknown field 'Clear'"),
+    ("an empty name", '{"": true}', {}, 400, "", "unknown field ''"),
+    ("malformed", '{"clear": ', {}, 400, None, "malformed JSON"),
+    ("trailing garbage", '{"clear": true} x', {}, 400, None, "malformed JSON"),
+    ("an array", '[{"clear": true}]', {}, 400, None, "the body must be empty, {} or"),
+    ("true", 'true', {}, 400, None, "the body must be empty, {} or"),
+    ("null", 'null', {}, 400, None, "the body must be empty, {} or"),
+    ("with 'clear' twice", '{"clear": true, "clear": false}', {}, 400, "clear",
+     "'clear' given twice"),
+]
+
+
+def check_bad_baselines(port, want_after):
+    """Every refused POST /api/baseline: its status, the entry it names and what it says, and
+    the baseline as it was (`want_after`): none recorded, none cleared."""
+    for what, body, hs, want, field, says in BAD_BASELINES:
+        st, j = post_baseline(port, body, hs)
+        check(st == want and j and j.get("error", "").startswith(says) and
+              field in ("-", j.get("field")),
+              "POST /api/baseline %s: %d, field %r, %r (got %d %s)" % (what, want, field, says,
+                                                                     st, j))
+        st, _, j = get_json(port, "/api/baseline")
+        check(st == 200 and j == want_after,
+              "after POST /api/baseline %s: the baseline unchanged, %s (%s)" % (what, want_after,
+                                                                                 j))
+
+
 def check_baseline(port, p):
     st, _, j = get_json(port, "/api/snapshot?since=baseline")
     check(st == 409 and j and j.get("field") == "since",
           "snapshot?since=baseline without a baseline: 409 (got %d)" % st)
     st, _, j = get_json(port, "/api/snapshot?since=yesterday")
     check(st == 400 and j and j.get("field") == "since", "snapshot?since=yesterday: 400")
-    for what, body, hs, want, field in [  # field: the entry the error names ("-": unchecked)
-            ("foreign Origin", "", {"Origin": "http://evil.example"}, 403, "-"),
-            ("form content type", "", {"Content-Type": "text/plain"}, 415, "-"),
-            ("huge body", " " * (70 * 1024), {}, 413, "-"),
-            ("bad body", '{"clear": 1}', {}, 400, "clear"),
-            ("unknown field", '{"reset": true}', {}, 400, "reset"),
-            ("unknown field after clear", '{"clear": true, "x": true}', {}, 400, "x"),
-            ("malformed", '{"clear": ', {}, 400, None),
-            ("with 'clear' twice", '{"clear": true, "clear": false}', {}, 400, "clear")]:
-        st, j = post_baseline(port, body, hs)
-        check(st == want and j and "error" in j and field in ("-", j.get("field")),
-              "POST /api/baseline %s: %d, field %s (got %d %s)" % (what, want, field, st, j))
-        st, _, j = get_json(port, "/api/baseline")
-        check(st == 200 and j == {"baseline": False, "taken_ns": 0},
-              "after POST /api/baseline %s: no baseline (%s)" % (what, j))
+    check_bad_baselines(port, {"baseline": False, "taken_ns": 0})
     st, _, j = get_json(port, "/api/snapshot?since=baseline%00x")
     check(st == 400 and j and j.get("field") == "since", "snapshot?since=baseline%%00x: 400 (%d)" % st)
     st, _, j = get_json(port, "/api/history?seconds=1%00junk")
@@ -728,6 +761,7 @@ def check_baseline(port, p):
     check(get_json(port, "/api/snapshot?since=baseline")[0] == 409, "after clear: 409")
     st, j = post_baseline(port, "{}")
     check(st == 200 and j and j["baseline"] is True, "POST {}: baseline set again")
+    check_bad_baselines(port, {"baseline": True, "taken_ns": (j or {}).get("taken_ns")})
     st, j = post_baseline(port, method="DELETE", headers={"Origin": "http://evil.example"})
     check(st == 403, "DELETE /api/baseline from a foreign Origin: 403 (got %d)" % st)
     check(get_json(port, "/api/baseline")[2]["baseline"] is True, "  and the baseline is kept")
