@@ -232,8 +232,9 @@ struct assignment {
 
 // Parses "name=value". The name is lower-case letters, digits and '_' (upper case is folded, so
 // PAGE_RECYCLE=4 works); the value a decimal integer with an optional sign, a JSON number that
-// is whole ("8.0", "1e3", as POST /api/options takes it), or true/false/on/off (1/0, for bool
-// options). False and a message naming the field otherwise; *out is untouched then.
+// is whole ("8.0", "1e3", as POST /api/options takes it), or true/false/on/off in any case, as
+// the name (1/0, for bool options). False and a message naming the field otherwise; *out is
+// untouched then.
 bool parse_assignment(const std::string& text, assignment* out, std::string* error);
 
 // Checks an assignment against the options a segment publishes: known name, live, 0/1 for a
@@ -1200,9 +1201,12 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   }
   if (value.empty()) return fail("option '" + name + "': no value after '='");
   std::int64_t v = 0;
-  const bool word = value == "true" || value == "on" || value == "false" || value == "off";
+  std::string folded = value;  // True, ON: folded as the name is
+  for (char& c : folded)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  const bool word = folded == "true" || folded == "on" || folded == "false" || folded == "off";
   if (word) {
-    v = value == "true" || value == "on";
+    v = folded == "true" || folded == "on";
   } else if (const int whole = detail::parse_whole(value, &v); whole != 1) {
     return fail("option '" + name + "': '" + value + "' is not " +
                 (whole < 0 ? "a 64-bit integer (out of range)" : "a whole number"));

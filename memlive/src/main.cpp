@@ -121,8 +121,8 @@ constexpr const char* kTuneHelp =
     "options:\n"
     "  --pid N        the process (required; it must run as your user: tuning writes its segment)\n"
     "  name=value     an option below (any case) and a whole number (8, 8.0 and 1e3 as in\n"
-    "                 POST /api/options), or true/false/on/off\n"
-    "  name=default   the option's default, as the process publishes it\n"
+    "                 POST /api/options), or true/false/on/off (any case, as the names)\n"
+    "  name=default   the option's default, as the process publishes it (DEFAULT too)\n"
     "  -h, --help     this text\n"
     "\n"
     "example: memlive tune --pid 1234 page_recycle=8 purge_delay=default\n";
@@ -530,15 +530,17 @@ int cmd_tune(const args& a) {
     std::string err;
     const std::size_t eq = text.find('=');
     const std::string value = eq == std::string::npos ? "" : text.substr(eq + 1);
+    // The keyword in any case, as the names and true/false/on/off: PAGE_RECYCLE=DEFAULT.
+    const bool to_default = memlive::detail::iequals(value, "default");
     std::string odd;  // resolved once the segment's options are known
     if (!memlive::parse_assignment(text, &x, &err)) {
       std::string name_err;  // the name's checks, with a stand-in value
       // A whole number past 64 bits is out of every option's range: exit 7, like any other.
       std::int64_t unused = 0;
-      if ((value != "default" && memlive::detail::parse_whole(value, &unused) >= 0) ||
+      if ((!to_default && memlive::detail::parse_whole(value, &unused) >= 0) ||
           !memlive::parse_assignment(text.substr(0, eq + 1) + "0", &x, &name_err))
         return usage_error("tune: " + err + "; nothing applied");
-      odd = value;
+      odd = to_default ? "default" : value;
     }
     for (const memlive::assignment& y : want)
       if (y.name == x.name)

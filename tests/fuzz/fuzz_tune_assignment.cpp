@@ -4,9 +4,9 @@
 //
 // Properties, besides no crash or undefined behaviour:
 //  - parse_assignment accepts exactly: a non-empty name of [A-Za-z0-9_] (folded to lower case),
-//    '=', and a value that is true/on/false/off, an optionally signed decimal int64, or a JSON
-//    number (optionally after '+') whose value is whole and within int64; the name and value it
-//    returns are those; a refusal has a message and leaves no partial result;
+//    '=', and a value that is true/on/false/off (in any case), an optionally signed decimal
+//    int64, or a JSON number (optionally after '+') whose value is whole and within int64; the
+//    name and value it returns are those; a refusal has a message and leaves no partial result;
 //  - parse_int agrees with a reference: [+-]?[0-9]+ that fits in int64, same value;
 //  - check_assignment accepts only a published, live option with the value in [min, max] (0/1
 //    for a bool; true/false/on/off for a bool only), and a refusal names the option.
@@ -52,12 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   std::int64_t v = 0;
-  const bool word = value == "true" || value == "on" || value == "false" || value == "off";
+  using memlive::detail::iequals;
+  const bool yes = iequals(value, "true") || iequals(value, "on");
+  const bool word = yes || iequals(value, "false") || iequals(value, "off");
   if (expect) {
-    if (value == "true" || value == "on")
-      v = 1;
-    else if (value == "false" || value == "off")
-      v = 0;
+    if (word)
+      v = yes ? 1 : 0;
     else
       expect = fuzz::reference_int(value, &v) || fuzz::reference_json_whole(value, &v);
   }

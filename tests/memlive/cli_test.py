@@ -518,7 +518,25 @@ def check_tune_writers_defaults_ranges(ml, pid, tmp):
               option(after, "page_recycle")["effective"] == pr["default"],
               "tune page_recycle=default: back to %d (got %d: %s%s)" %
               (pr["default"], r.returncode, r.stdout, r.stderr.strip()))
+        # The keyword in any case, as the name (it was exit 2: "'DEFAULT' is not a whole
+        # number").
+        for spelled in ("PAGE_RECYCLE=DEFAULT", "page_recycle=Default"):
+            run([ml, "tune", "--pid", str(pid), "page_recycle=%d" % other])
+            r = run([ml, "tune", "--pid", str(pid), spelled])
+            after = snapshot_json(ml, pid)
+            check(r.returncode == 0 and "page_recycle = %d (default): accepted (was %d)" %
+                  (pr["default"], other) in r.stdout and after and
+                  option(after, "page_recycle")["effective"] == pr["default"],
+                  "tune %s: back to %d (got %d: %s%s)" %
+                  (spelled, pr["default"], r.returncode, r.stdout, r.stderr.strip()))
+        # true/false/on/off in any case too: an integer option refuses the word (exit 7).
+        r = run([ml, "tune", "--pid", str(pid), "page_recycle=ON"])
+        check(r.returncode == 7 and "option 'page_recycle' takes an integer, not true, false, "
+              "on or off; nothing applied" in r.stderr,
+              "tune page_recycle=ON: exit 7, an integer option (got %d: %s)" %
+              (r.returncode, r.stderr.strip()))
     for args, says in ((["nosuch=default"], "unknown option 'nosuch'"),
+                       (["NOSUCH=DEFAULT"], "unknown option 'nosuch'"),
                        (["telemetry_slots=default"], "cannot change while the program runs")):
         r = run([ml, "tune", "--pid", str(pid)] + args)
         check(r.returncode == 7 and says in r.stderr and "nothing applied" in r.stderr,

@@ -754,6 +754,13 @@ TEST_CASE("parse_assignment: good forms") {
   CHECK(a.word);
   REQUIRE(memlive::parse_assignment("hugepages=off", &a, &err));
   CHECK(a.value == 0);
+  // The words in any case, as the name: memlive tune folds both.
+  REQUIRE(memlive::parse_assignment("HUGEPAGES=True", &a, &err));
+  CHECK(a.value == 1);
+  CHECK(a.word);
+  REQUIRE(memlive::parse_assignment("hugepages=OFF", &a, &err));
+  CHECK(a.value == 0);
+  CHECK(a.word);
   REQUIRE(memlive::parse_assignment("x=-9223372036854775808", &a, &err));
   CHECK(a.value == std::numeric_limits<std::int64_t>::min());
 }
