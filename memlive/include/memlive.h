@@ -1710,6 +1710,8 @@ class server {
   std::shared_ptr<const std::string> sample(std::uint64_t tick, std::uint64_t slack = 0);
   // Under seg_mutex_. Follows the process through exec (rd::segment::successor), which also
   // clears the baseline: it counted another program image.
+  void follow_exec();
+  // Under seg_mutex_: follow_exec(), then the snapshot.
   bool take(rd::snapshot* s, std::string* error);
   // take() under seg_mutex_; on failure *r becomes the 503 to send. *writable (if given): whether
   // the segment taken can be tuned.
@@ -1885,13 +1887,17 @@ inline bool server::origin_allowed(const char* origin) const {
   return host_allowed(o.c_str() + 7);
 }
 
-inline bool server::take(rd::snapshot* s, std::string* error) {
+inline void server::follow_exec() {
   std::string why;
   if (std::unique_ptr<rd::segment> next = seg_->successor(&why)) {
     seg_ = std::move(next);
     std::lock_guard<std::mutex> lock(baseline_mutex_);
     baseline_.reset();
   }
+}
+
+inline bool server::take(rd::snapshot* s, std::string* error) {
+  follow_exec();
   *s = seg_->take();
   if (s->ok()) return true;
   *error = s->error;
@@ -2069,8 +2075,11 @@ inline int server::handle(mg_connection* conn) {
     json_field(w, "pid", pid_);
     bool alive = false;
     {
-      std::lock_guard<std::mutex> lock(seg_mutex_);  // seg_ changes at an exec
-      alive = seg_->process_alive();                 // as the snapshot's "alive"
+      // As the snapshot's "alive", and so after an exec the new image's: the old image's
+      // segment reads as not alive from the exec on.
+      std::lock_guard<std::mutex> lock(seg_mutex_);
+      follow_exec();
+      alive = seg_->process_alive();
     }
     json_bool(w, "alive", alive);
     json_field(w, "uptime_ms", steady_ms() - started_ms_);

@@ -1129,6 +1129,54 @@ def check_run_exec(p, port, pid, before):
           (j and j.get("writable")))
 
 
+def check_run_exec_healthz(ml, target):
+    """/healthz follows an exec into another livealloc program as the snapshot does: once the
+    new image has published its segment, alive is true. It asked the old image's segment, which
+    reads not alive from the exec on, until a sample followed the exec: with the history sampled
+    once a minute (--interval 60000) and no other request, for up to a minute."""
+    env = dict(os.environ, LD_PRELOAD="")
+    p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "60000", "--", target],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, bufsize=1, env=env)
+    try:
+        m, lines = read_until(p, r"^memlive: serving process (\d+) \(.*\) at "
+                              r"http://127\.0\.0\.1:(\d+)/", stream="stderr")
+        if not check(m, "memlive run --interval 60000 prints the URL (%s)" % lines):
+            return
+        pid, port = int(m.group(1)), int(m.group(2))
+        segment = "/dev/shm/livealloc.%d" % pid
+        old = os.stat(segment).st_ino  # memlive keeps the old file open: its inode stays taken
+        st, _, h = get_json(port, "/healthz")
+        check(st == 200 and h and h["alive"] is True, "run: /healthz alive before the exec (%s)" %
+              h)
+        p.stdin.write("exec sleep 60\n")  # preloaded as the target was: a livealloc program
+        p.stdin.flush()
+        published, deadline = False, time.time() + 30
+        while not published and time.time() < deadline:
+            try:
+                published = os.stat(segment).st_ino != old
+            except OSError:
+                pass
+            time.sleep(0.005)
+        if not check(published, "run: the program exec'd sleep, which published %s" % segment):
+            return
+        st, _, h = get_json(port, "/healthz")  # the first request since the exec
+        check(st == 200 and h and h["pid"] == pid and h["alive"] is True,
+              "run: /healthz right after the exec's new image published: alive true (%s)" % h)
+        st, _, snap = get_json(port, "/api/snapshot")
+        check(st == 200 and snap and snap["alive"] is True and snap["program"] == "sleep",
+              "run: /api/snapshot agrees: the new image, sleep, alive (%s)" %
+              ((snap or {}).get("program"),))
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def check_run_exec_name(ml):
     """run: a program that execs another names the image that ran last when it exits."""
     r = subprocess.run([ml, "run", "--port", "0", "--exit-when-done", "--", "/bin/sh", "-c",
@@ -1412,6 +1460,7 @@ def main():
             cmd_run(a.memlive, a.target)
             cmd_run_killed(a.memlive, a.target)
             check_run_exec_name(a.memlive)
+            check_run_exec_healthz(a.memlive, a.target)
             check_run_sigpipe(a.memlive)
             check_run_stdout_own(a.memlive)
             check_exec_unprofiled(a.memlive)

@@ -2,6 +2,7 @@
 // the preloaded liblivealloc.so provides. Prints "target ready <pid>", then obeys stdin lines:
 //   alloc SIZE COUNT   malloc COUNT blocks of SIZE bytes, kept; prints "allocated"
 //   exec               execs itself (the same pid, a new image; what it kept is dropped)
+//   exec PROGRAM ARG.. execs PROGRAM (PATH searched) with those arguments, split at spaces
 //   exit N             exits with status N (also at end of input: 0)
 #include <unistd.h>
 
@@ -31,6 +32,14 @@ int main() {
       char self[] = "memlive_run_target";
       char* argv[] = {self, nullptr};
       execv("/proc/self/exe", argv);
+      return 98;
+    } else if (std::strncmp(line, "exec ", 5) == 0) {
+      line[std::strcspn(line, "\n")] = '\0';
+      std::vector<char*> argv;
+      for (char* t = std::strtok(line + 5, " "); t; t = std::strtok(nullptr, " "))
+        argv.push_back(t);
+      argv.push_back(nullptr);
+      if (argv[0]) execvp(argv[0], argv.data());
       return 98;
     } else if (std::sscanf(line, "exit %d", &code) == 1) {
       for (void* p : kept) std::free(p);
