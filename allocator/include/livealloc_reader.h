@@ -214,6 +214,8 @@ class segment {
         path_(std::move(path)) {}
   bool current(detail::layout* l, std::string* error) const;
   bool writer_attached() const;
+  // process_alive() for the header's start time `start_ns` (take() has it loaded already).
+  bool alive_since(std::uint64_t start_ns) const;
 
   int fd_;
   unsigned char* base_;
@@ -891,7 +893,7 @@ inline snapshot segment::take() const {
   s.pid = l.pid;
   s.program = detail::load_string(p, offsetof(H, program), telemetry::kProgramSize);
   s.start_ns = load<std::uint64_t>(p, offsetof(H, start_ns));
-  s.process_alive = segment_owner_alive(l.pid, s.start_ns) && writer_attached();
+  s.process_alive = alive_since(s.start_ns);
   s.segment_bytes = load<std::uint64_t>(p, offsetof(H, segment_bytes));
   s.large_bytes = load<std::uint64_t>(p, offsetof(H, large_bytes));
   s.cached_bytes = load<std::uint64_t>(p, offsetof(H, cached_bytes));
@@ -1020,6 +1022,10 @@ inline bool segment::process_alive() const {
   std::uint64_t start_ns = 0;
   if (fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= detail::kHeaderSize)
     start_ns = detail::load<std::uint64_t>(base_, offsetof(telemetry::segment_header, start_ns));
+  return alive_since(start_ns);
+}
+
+inline bool segment::alive_since(std::uint64_t start_ns) const {
   return segment_owner_alive(pid_, start_ns) && writer_attached();
 }
 

@@ -473,6 +473,12 @@ std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int*
   return std::move(r.segment);
 }
 
+// Of a snapshot that reads not alive: whether its process (pid and start time) runs on, which
+// means it exec'd a program without livealloc, rather than being gone.
+bool exec_d_away(const rd::snapshot& last) {
+  return last.ok() && rd::segment_owner_alive(last.pid, last.start_ns);
+}
+
 int cmd_snapshot(const args& a) {
   if (!a.have_pid) return usage_error("snapshot: --pid N is required", kSnapshotHelp);
   if (!a.positional.empty()) return usage_error("snapshot: unexpected '" + a.positional[0] + "'");
@@ -483,13 +489,12 @@ int cmd_snapshot(const args& a) {
   if (!seg) return code;
   rd::snapshot s = seg->take();
   if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
-  if (!s.process_alive && rd::segment_owner_alive(a.pid, s.start_ns))
+  if (!s.process_alive)
     std::fprintf(stderr,
-                 "memlive: note: process %d exec'd a program without livealloc; this is the "
-                 "stale segment of its earlier image\n",
+                 exec_d_away(s) ? "memlive: note: process %d exec'd a program without livealloc; "
+                                  "this is the stale segment of its earlier image\n"
+                                : "memlive: note: process %d is gone; this is its stale segment\n",
                  a.pid);
-  else if (!s.process_alive)
-    std::fprintf(stderr, "memlive: note: process %d is gone; this is its stale segment\n", a.pid);
   if (s.overflow_threads > 0)
     std::fprintf(stderr,
                  "memlive: note: %llu thread heap(s) got no slot of their own: their threads "
@@ -510,8 +515,7 @@ int cmd_snapshot(const args& a) {
 // A segment whose process_alive() is false: its process is gone (exit 3), or it exec'd a program
 // without livealloc, whose pid lives on but reads no segment (exit 4).
 int fail_not_alive(const rd::segment& seg, int pid, const std::string& verb) {
-  const rd::snapshot last = seg.take();
-  if (last.ok() && rd::segment_owner_alive(pid, last.start_ns))
+  if (exec_d_away(seg.take()))
     return fail(error_kind::no_segment,
                 "process " + std::to_string(pid) +
                     " exec'd a program without livealloc: nothing reads its stale segment; "
