@@ -585,11 +585,17 @@ def check_stream_head(port):
 
 
 def check_stream(port, pid):
-    s = Stream(port, "?interval_ms=100")
+    # Only lower bounds on time: ticks fall on multiples of the interval, the first at once, so
+    # the fifth event cannot come before 3 intervals (4 boundaries, the first of them up to one
+    # interval after the start), however loaded the machine; upper bounds would measure the
+    # machine (a check "about 100 ms apart" failed under load). 250 ms tells the interval asked
+    # for from the default 80 ms, whose fifth event comes after 240-320 ms.
+    t0 = time.time()
+    s = Stream(port, "?interval_ms=250")
     evs = [s.event() for _ in range(5)]
     s.close()
     got = [e for e in evs if e]
-    check(len(got) == 5, "/api/stream?interval_ms=100: 5 events (got %d)" % len(got))
+    check(len(got) == 5, "/api/stream?interval_ms=250: 5 events (got %d)" % len(got))
     check(s.head is not None and b"200 OK" in s.head.split(b"\r\n")[0] and
           b"content-type: text/event-stream" in s.head.lower(),
           "/api/stream: 200 text/event-stream (head %r)" % (s.head or b"")[:120])
@@ -603,21 +609,21 @@ def check_stream(port, pid):
                                           j["pid"] == pid for j in parsed),
           "/api/stream: every event is a memlive.snapshot/1 of pid %d" % pid)
     if len(got) == 5:
-        gaps = [b[0] - a[0] for a, b in zip(got[1:], got[2:])]  # the first comes at once
-        mean = sum(gaps) / len(gaps)
-        print("      stream gaps at 100 ms: %s" % ["%.0f ms" % (g * 1000) for g in gaps])
-        check(0.06 <= mean <= 0.3, "/api/stream: events about 100 ms apart (mean %.0f ms)" %
-              (mean * 1000))
+        took = got[-1][0] - t0
+        print("      stream at 250 ms: 5 events in %.0f ms" % (took * 1000))
+        check(took >= 0.74, "/api/stream?interval_ms=250: the fifth event after 3 intervals at "
+              "least (%.0f ms)" % (took * 1000))
     if len(parsed) >= 3:
         check(parsed[-1]["taken_ns"] > parsed[1]["taken_ns"],
               "/api/stream: samples are fresh (taken_ns grows)")
-    s = Stream(port)
     t0 = time.time()
+    s = Stream(port)
     evs = [s.event() for _ in range(3)]
     took = time.time() - t0
     s.close()
-    check(all(evs) and 0.08 <= took <= 1.5,
-          "/api/stream default interval 80 ms: 3 events in %.2f s (first at once)" % took)
+    check(all(evs) and took >= 0.08,
+          "/api/stream default interval 80 ms: 3 events, the third after one interval at least "
+          "(%.2f s)" % took)
 
 
 def check_history(port, pid):
@@ -906,7 +912,9 @@ def cmd_inprocess(app):
         ans = command(p, "stop", 2)
         ms = float(ans[0].split()[1]) if ans[0].startswith("stopped ") else 1e9
         print("      memlive::stop() with 2 stream clients: %.1f ms" % ms)
-        check(ms < 1500, "stop() with 2 stream clients returns in < 1.5 s (%.1f ms)" % ms)
+        # The clients never leave on their own: without the stop flag their loops watch, stop()
+        # would wait for ever. A hang, not a speed, is what is checked (about 20 ms here).
+        check(ms < 20000, "stop() with 2 stream clients returns (%.1f ms)" % ms)
         check(ans[1] == "port-after-stop 0", "port() is 0 after stop() (%s)" % ans[1])
         check(all(c.wait_closed(3) for c in clients), "stream clients see the end of the stream")
         for c in clients:
@@ -995,7 +1003,8 @@ def cmd_serve(ml, wl):
         rc = p.wait(timeout=TIMEOUT)
         took = time.time() - t0
         print("      memlive serve stop on SIGTERM with a stream client: %.0f ms" % (took * 1000))
-        check(rc == 0 and took < 1.5, "SIGTERM: serve exits 0 in < 1.5 s (%d, %.2f s)" %
+        # (p.wait's TIMEOUT catches a serve that waits for its stream client to leave.)
+        check(rc == 0, "SIGTERM: serve exits 0 with a stream client connected (%d, %.2f s)" %
               (rc, took))
         check(s.wait_closed(3), "the stream client sees the end")
         s.close()
