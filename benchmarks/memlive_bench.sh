@@ -2,7 +2,8 @@
 # memlive's judged criteria as benchmarks (benchmarks/README.md, "memlive"): runs bench_memlive
 # and writes one CSV with the machine, kernel, compiler, package versions and the exact command
 # in its header. Measured, never asserted: the exit status says only whether every measurement
-# completed with correct data (1: the last complete CSV stays, this run's goes to *-failed.csv).
+# completed with correct data (1: the last complete CSV stays, this run's goes to *-failed.csv;
+# 130: interrupted, the same, and every program it started is ended).
 #
 #   benchmarks/memlive_bench.sh [--smoke] [--reps N] [--build-dir DIR] [--no-build] [--out DIR]
 #
@@ -37,9 +38,56 @@ done
 [[ $reps =~ ^0*[0-9]{1,3}$ ]] && ((10#$reps >= 1 && 10#$reps <= 100)) ||
   { echo "memlive_bench.sh: --reps must be an integer from 1 to 100 (got '$reps')" >&2; exit 2; }
 reps=$((10#$reps))
+
+# Interrupted (Ctrl-C, SIGTERM, or SIGHUP from a closed terminal), as run.sh is: the program of
+# the moment and everything it started are ended, the partial CSV goes to *-failed.csv (the last
+# complete one stays), one line says so, exit 130. bash runs a trap only between commands, so
+# each program runs in the background, in a session of its own that a `kill` of this script
+# does not reach (nor its memlive serve and workload child), and the script waits for it.
+csv="" n=0 total=0 label=""
+run_out=$(mktemp)
+trap 'rm -f "$run_out"' EXIT
+in_background() {  # in_background COMMAND...: its exit status
+  setsid --wait "$@" &
+  wait $!
+}
+interrupted() {
+  trap '' INT TERM HUP
+  local sid pid pids
+  for sid in $(jobs -p); do  # the program running, if any: its pid is its session's id
+    {  # (bash's own "Killed" line for it is no news)
+      kill -KILL "$sid" || true  # first, so that it starts nothing more
+      pids=$(ps -o pid= --sid "$sid" || true)
+      kill -KILL -- "-$sid" || true
+      wait "$sid" || true
+      for _ in $(seq 100); do  # until they are gone (or zombies)
+        ps -o stat= --sid "$sid" | grep -qv '^Z' || break
+        sleep 0.05
+      done
+    } 2>/dev/null
+    # A profiled process that was killed leaves its telemetry segment's name in /dev/shm.
+    for pid in $sid $pids; do rm -f "/dev/shm/livealloc.$pid"; done
+  done
+  if [ "$n" -gt 0 ]; then
+    echo "# INTERRUPTED ($1) during run $n of $total" >> "$csv.tmp"
+    mv "$csv.tmp" "${csv%.csv}-failed.csv"
+    echo "memlive_bench.sh: interrupted ($1) during run $n of $total ($label); $csv is left as" \
+      "it was, this run's rows are in ${csv%.csv}-failed.csv" >&2
+  else
+    [ -z "$csv" ] || rm -f "$csv.tmp"
+    echo "memlive_bench.sh: interrupted ($1) before the first run; nothing was written" >&2
+  fi
+  exit 130
+}
+for sig in INT TERM HUP; do
+  # shellcheck disable=SC2064  # (the name of each signal, now)
+  trap "interrupted SIG$sig" "$sig"
+done
+
 if [ "$do_build" = 1 ]; then
-  [ -f "$build/CMakeCache.txt" ] || cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$build" --target bench_memlive memlive
+  [ -f "$build/CMakeCache.txt" ] ||
+    in_background cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  in_background cmake --build "$build" --target bench_memlive memlive
 fi
 bench="$build/benchmarks/bench_memlive" memlive="$build/memlive/memlive"
 for f in "$bench" "$memlive"; do
@@ -96,14 +144,16 @@ for run in "${runs[@]}"; do
   [[ $label =~ \#([0-9]+)$ ]] && rep=${BASH_REMATCH[1]}
   echo "[$n/$total] $label" >&2
   # shellcheck disable=SC2086
-  if ! output=$("$bench" $cmdargs); then
+  if ! in_background "$bench" $cmdargs > "$run_out"; then
     # A failed run reports no number: its rows are dropped, and the failure is in the CSV.
     echo "FAILED $label: $bench $cmdargs" >&2
     echo "# FAILED $label: $bench $cmdargs" >> "$csv.tmp"
     failed=$((failed + 1))
     continue
   fi
-  printf '%s\n' "$output" | sed -n "s/^RESULT workload=\([^ ]*\) case=\([^ ]*\) threads=\([^ ]*\) metric=\([^ ]*\) value=\([^ ]*\) unit=\([^ ]*\)$/$rep,livealloc,\1,\2,\3,\4,\5,\6/p" >> "$csv.tmp"
+  row='^RESULT workload=\([^ ]*\) case=\([^ ]*\) threads=\([^ ]*\) metric=\([^ ]*\)'
+  row+=' value=\([^ ]*\) unit=\([^ ]*\)$'
+  sed -n "s/$row/$rep,livealloc,\1,\2,\3,\4,\5,\6/p" "$run_out" >> "$csv.tmp"
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $total runs in $((SECONDS - started)) s" >> "$csv.tmp"
 if [ "$failed" != 0 ]; then  # the last complete CSV stays; this run's goes beside it

@@ -4,7 +4,8 @@ results.csv, summary.csv, verdict.md and plots/ together; a run with a failed ca
 interrupted, leaves them as they were and puts its partial CSVs in <out>/failed/; one interrupted
 while it attaches memlive to a workload leaves neither memlive serve nor the workload's segment
 behind; a full run without glibc completes and says why it has no plots; memlive_bench.sh with
-a failed run keeps its last complete CSV and writes none of the failed run's numbers; the
+a failed run keeps its last complete CSV and writes none of the failed run's numbers, and one
+interrupted ends bench_memlive, memlive serve and the workload with it, exit 130; the
 header's command, split as a shell would, gives back the arguments. Also: a peer
 named in --allocators but not installed is a usage error naming its Debian package (a note when
 the default set is run), and the CSV header gives the build type and ignores untracked files.
@@ -219,6 +220,87 @@ def check_memlive_bench_failed(failures, tmp):
         failures.append("memlive_bench.sh with a failed run wrote no -failed.csv: %s" % e)
 
 
+def descendants(pid):
+    """{pid: command name} of pid's descendants, from the parent links in /proc."""
+    children = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                stat = f.read()
+        except OSError:  # not a process, or it has just exited
+            continue
+        name, fields = stat.split("(", 1)[1].rsplit(")", 1)
+        children.setdefault(int(fields.split()[1]), []).append((int(d), name))
+    found, todo = {}, [pid]
+    while todo:
+        for child, name in children.get(todo.pop(), []):
+            found[child] = name
+            todo.append(child)
+    return found
+
+
+def check_memlive_bench_interrupted(failures, tmp, build, sig):
+    """memlive_bench.sh interrupted (`sig`) while bench_memlive streams to memlive serve: its
+    programs run in a session of their own, which the signal does not reach; bench_memlive, serve
+    and the workload child must end with the script, leave no segment and no .tmp file, and the
+    script says so in one line and exits 130 (as run.sh does)."""
+    if not os.access(os.path.join(build, "benchmarks", "bench_memlive"), os.X_OK):
+        return  # built only with memlive
+    out = os.path.join(tmp, "memlive-interrupted-" + sig.name)
+    # stderr to a file: a pipe would stay open, and its reader wait, as long as a stray runs.
+    stderr = open(os.path.join(tmp, "memlive-interrupted-%s.err" % sig.name), "w+")
+    p = subprocess.Popen([os.path.join(HERE, "memlive_bench.sh"), "--smoke", "--no-build",
+                          "--build-dir", build, "--out", out],
+                         stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    started = {}
+    try:
+        for _ in range(3000):  # until memlive serve runs (the run "stream serve")
+            started = descendants(p.pid)
+            if "memlive" in started.values() or p.poll() is not None:
+                break
+            time.sleep(0.01)
+        time.sleep(0.3)  # bench_memlive connects its clients to serve
+        started.update(descendants(p.pid))
+        p.send_signal(sig)
+        p.wait(timeout=60)
+        time.sleep(0.2)  # a stray, if any, is reparented and still runs; a killed one is gone
+        stderr.seek(0)
+        err = stderr.read()
+        names = sorted(started.values())
+        if names.count("bench_memlive") < 2 or "memlive" not in names:
+            failures.append("memlive_bench.sh --smoke: never saw bench_memlive, its workload and "
+                            "memlive serve running (saw %s): %r" % (names, err[-400:]))
+            return
+        left = sorted("%s (%d)" % (name, pid) for pid, name in started.items() if alive(pid))
+        segments = [pid for pid in started if os.path.exists("/dev/shm/livealloc.%d" % pid)]
+        tmps = [f for f in os.listdir(out) if f.endswith(".tmp")] if os.path.isdir(out) else []
+        said = [l for l in err.splitlines() if l.startswith("memlive_bench.sh: ")]
+        want = "memlive_bench.sh: interrupted (%s) during run " % sig.name
+        if (p.returncode != 130 or left or segments or tmps or len(said) != 1 or
+                not said[0].startswith(want)):
+            failures.append("memlive_bench.sh interrupted by %s: exit %s, still running %s, "
+                            "segments of %s, %s left, stderr %r (want 130 and %r)" % (
+                                sig.name, p.returncode, left, segments, tmps, err[-400:], want))
+        try:
+            with open(os.path.join(out, "memlive-smoke-failed.csv")) as f:
+                if "# INTERRUPTED (%s) during run" % sig.name not in f.read():
+                    failures.append("memlive-smoke-failed.csv does not say it was interrupted")
+        except OSError as e:
+            failures.append("memlive_bench.sh interrupted: no memlive-smoke-failed.csv: %s" % e)
+        if os.path.exists(os.path.join(out, "memlive-smoke.csv")):
+            failures.append("memlive_bench.sh interrupted wrote memlive-smoke.csv")
+    finally:
+        stderr.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            if os.path.exists("/dev/shm/livealloc.%d" % pid):
+                os.unlink("/dev/shm/livealloc.%d" % pid)
+
+
 def main():
     build = sys.argv[1]
     failures = []
@@ -228,6 +310,8 @@ def main():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             check_interrupt_observed(failures, tmp, build, sig)
         check_memlive_bench_failed(failures, tmp)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            check_memlive_bench_interrupted(failures, tmp, build, sig)
         out = os.path.join(tmp, "out")
         run = [os.path.join(HERE, "run.sh"), "--no-build", "--build-dir", build, "--out", out,
                "--allocators", "glibc,livealloc"]
