@@ -7,6 +7,8 @@
 #
 #   benchmarks/plot.sh [SUMMARY.csv] [OUTDIR]
 #   defaults: benchmarks/results/summary.csv and <its folder>/plots/
+# OUTDIR's plots of workloads that SUMMARY does not draw (an earlier summary's) are removed;
+# files that plot.sh does not name (<workload>.png) stay.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,4 +56,15 @@ for w in $(cut -d' ' -f1 "$data/index" | uniq); do
     echo "unset multiplot"
   } | gnuplot
   echo "wrote $outdir/$w.png"
+done
+
+# A plot of a workload this summary does not draw, left in OUTDIR by an earlier one, would stand
+# beside the new plots as if it were of this run: removed. Only the names plot.sh gives (one per
+# workload of the suite, `bench.py list`); any other file in OUTDIR is not plot.sh's and stays.
+drawn=" $(cut -d' ' -f1 "$data/index" | uniq | tr '\n' ' ')"
+for w in $(/usr/bin/python3 "$here/bench.py" list | awk '$1 != "allocators:" {print $1}' | uniq); do
+  if [[ -f "$outdir/$w.png" && $drawn != *" $w "* ]]; then
+    rm -f -- "$outdir/$w.png"
+    echo "removed $outdir/$w.png: $summary has no plot of $w"
+  fi
 done

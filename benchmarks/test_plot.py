@@ -3,8 +3,9 @@
 gnuplot warning; on a synthetic one, an allocator measured in only one panel gets a column in
 that panel alone and keeps its colour, each bar has the min-max of the paired ratios as its error
 bar, and the PNGs come out the same byte for byte when drawn again; a workload without glibc's
-results is named as not drawn; without a summary, without glibc in it, or with bad arguments, it
-stops with a clear error.
+results is named as not drawn; drawn into a folder that holds an earlier summary's plots, it
+removes those of workloads it does not draw and keeps files that are not its own; without a
+summary, without glibc in it, or with bad arguments, it stops with a clear error.
 
 Exit 77 (skipped) without gnuplot; 0 when every check passes, 1 otherwise.
     test_plot.py SUMMARY.csv"""
@@ -76,6 +77,27 @@ def main():
                 data = f.read()
             if not data.startswith(PNG_SIGNATURE) or len(data) < 2000:
                 failures.append("%s is not a drawn PNG (%d bytes)" % (png, len(data)))
+
+        # Drawn again into the same folder from a summary without fastpath: the old fastpath.png
+        # goes (it would pass for this summary's), the files plot.sh does not name stay.
+        plots = os.path.join(tmp, "plots")
+        for name in ("notes.txt", "mine.png"):
+            with open(os.path.join(plots, name), "w") as f:
+                f.write("the user's own file\n")
+        fewer = os.path.join(tmp, "no-fastpath.csv")
+        with open(summary) as f, open(fewer, "w") as g:
+            g.writelines(l for l in f if not l.startswith("fastpath,"))
+        out = subprocess.run(["bash", PLOT, fewer, plots], capture_output=True, text=True,
+                             timeout=120)
+        left = sorted(os.listdir(plots))
+        want = sorted(["notes.txt", "mine.png"] + ["%s.png" % w for w in workloads
+                                                   if w != "fastpath"])
+        said = "removed %s" % os.path.join(plots, "fastpath.png")
+        if (out.returncode != 0 or out.stderr.strip() or "fastpath" not in workloads or
+                left != want or said not in out.stdout):
+            failures.append("plot.sh into a folder with an older summary's plots: exit %d, "
+                            "stderr %r, left %s (want %s)" % (
+                                out.returncode, out.stderr.strip()[:300], left, want))
 
         # A synthetic summary: columns only where an allocator has values, colours kept.
         syn = os.path.join(tmp, "syn.csv")
