@@ -9,7 +9,8 @@
                  a usage error exits 2 before anything runs)
     bench.py summarize RESULTS.csv SUMMARY.csv (summary again from raw rows)
     bench.py plotdata SUMMARY.csv OUTDIR      (data files for plot.sh)
-    bench.py table SUMMARY.csv [--metrics a,b] [--ranges] (Markdown table of ratios to glibc)
+    bench.py table SUMMARY.csv [--metrics a,b] [--ranges] (Markdown table of ratios to glibc;
+                                              a metric it cannot show is a usage error, exit 2)
     bench.py verdict RESULTS.csv              (the issue's targets: geometric means, A/A gap,
                                                every case against its fastest peer)
     bench.py profile --build-dir DIR CASE [--allocators a,b] [--reps N] [--cpus LIST] [--smoke]
@@ -997,7 +998,19 @@ def cmd_table(args):
     """A Markdown table of ratios to glibc (paired, where the summary has them), for README.md."""
     rows, _ = load_rows("table", args.summary, SUMMARY_COLUMNS, "summary.csv")
     present = [a["name"] for a in ALLOCATORS if any(r["allocator"] == a["name"] for r in rows)]
-    wanted = set(args.metrics.split(",")) if args.metrics else None
+    # A metric the table cannot show (a typo, one this summary lacks, or one without a better
+    # direction) would leave an empty table and exit 0: a usage error, naming those it can show.
+    shown = sorted({r["metric"] for r in rows if r["better"] != "none"})
+    try:
+        wanted = set(comma_list("--metrics", args.metrics)) if args.metrics else None
+    except UsageError as e:
+        print("table: %s" % e, file=sys.stderr)
+        return 2
+    unknown = sorted(wanted - set(shown)) if wanted else []
+    if unknown:
+        print("table: --metrics: unknown metric(s) %s (valid for %s: %s)" % (
+            ",".join(unknown), args.summary, ",".join(shown)), file=sys.stderr)
+        return 2
     table = {}
     for r in rows:
         if r["better"] == "none" or (wanted and r["metric"] not in wanted):

@@ -3,7 +3,8 @@
 the binaries, 2 and one line starting with the program's name for the runner, run.sh or
 bench.py run; an unusable --out too), and a refused run leaves the results it would have replaced
 untouched. Bad results or summary files given to bench.py's plotdata, table, summarize and
-verdict end in a one-line error naming the file, and write nothing.
+verdict end in a one-line error naming the file, and write nothing; a metric that `table
+--metrics` cannot show is a usage error (exit 2) naming those it can.
 
 Exit 0 when every check passes, 1 otherwise.
     test_args.py BUILD_DIR"""
@@ -176,6 +177,30 @@ def main():
                         command, name, out.returncode, out.stderr.strip()[-300:], want[name]))
                 if os.path.exists(out_path):
                     failures.append("bench.py %s %s wrote %s" % (command, name, out_path))
+        # `table --metrics` with a metric the table cannot show (a typo, or one without a
+        # better direction) is a usage error naming the valid ones, not an empty table.
+        summary = os.path.join(tmp, "summary.csv")
+        with open(summary, "w") as f:
+            f.write("workload,case,threads,metric,better,allocator,ratio_to_glibc,paired_to_glibc\n"
+                    "w,c,1,ops_per_s,higher,glibc,1,1\nw,c,1,ops_per_s,higher,livealloc,2,2\n"
+                    "w,c,1,peak_rss,lower,livealloc,1,1\nw,c,1,live,none,livealloc,1,1\n")
+        for metrics, want in (("typo", "unknown metric(s) typo (valid for %s: ops_per_s,peak_rss)"
+                               % summary),
+                              ("ops_per_s,typo", "unknown metric(s) typo"),
+                              ("live", "unknown metric(s) live"),
+                              (",", "--metrics ',': empty name")):
+            out = subprocess.run(bench + ["table", summary, "--metrics", metrics],
+                                 capture_output=True, text=True, timeout=60)
+            if (out.returncode != 2 or out.stdout or len(out.stderr.splitlines()) != 1 or
+                    not out.stderr.startswith("table: ") or want not in out.stderr):
+                failures.append("bench.py table --metrics %s: exit %d, stdout %r, stderr %r "
+                                "(want 2 and one line %r)" % (metrics, out.returncode,
+                                                              out.stdout[:200], out.stderr, want))
+        out = subprocess.run(bench + ["table", summary, "--metrics", "peak_rss"],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode != 0 or "| w | c | 1 | peak_rss (lower) |" not in out.stdout:
+            failures.append("bench.py table --metrics peak_rss: exit %d, %r" % (
+                out.returncode, (out.stdout + out.stderr)[-300:]))
 
     for f in failures:
         print("FAIL: " + f)
