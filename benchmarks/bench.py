@@ -585,6 +585,14 @@ def pick_allocators(args, build_dir, notes):
                          % (",".join(unknown), ",".join(a["name"] for a in ALLOCATORS)))
     if "livealloc@baseline" in wanted and not args.baseline_lib:
         raise UsageError("livealloc@baseline needs --baseline-lib PATH (another build's liblivealloc.so)")
+    # The converse: a library that no column of the run loads would be ignored without a word.
+    users = [w for w in wanted if w.startswith("livealloc") and w != "livealloc@baseline"]
+    if args.livealloc_lib and not users:
+        raise UsageError("--livealloc-lib: no column of --allocators %s runs it (only livealloc, "
+                         "livealloc+profile and livealloc+memlive do)" % args.allocators)
+    if args.baseline_lib and "livealloc" not in wanted:
+        raise UsageError("--baseline-lib: livealloc@baseline is compared with livealloc, which "
+                         "--allocators %s leaves out" % args.allocators)
     if args.baseline_lib and "livealloc@baseline" not in wanted:
         wanted.append("livealloc@baseline")
     chosen = []

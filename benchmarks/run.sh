@@ -21,8 +21,11 @@
 #   --require-livealloc  refuse to run (exit 2) when liblivealloc.so is missing, instead of
 #                        skipping it
 #   --livealloc-lib PATH use this liblivealloc.so instead of <build-dir>/allocator/liblivealloc.so
+#                        (for livealloc, livealloc+profile and livealloc+memlive: a usage error
+#                        when --allocators names none of them)
 #   --baseline-lib PATH  also run this liblivealloc.so (another build) as the column
 #                        livealloc@baseline, interleaved: the before/after ratio of a change
+#                        (against livealloc: a usage error when --allocators leaves it out)
 # Exit status:
 #   0    every run completed and validated its data; its results replaced those in --out
 #   1    a run failed (crash, timeout, corrupted data, ...): --out keeps the last complete

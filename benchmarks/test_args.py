@@ -90,6 +90,15 @@ def main():
                     (["--baseline-lib", os.path.join(out_dir, "missing.so")], "--baseline-lib %s" % out_dir),
                     (["--livealloc-lib", out_dir], "--livealloc-lib %s: not a file" % out_dir),
                     (["--baseline-lib", out_dir], "--baseline-lib %s: not a file" % out_dir),
+                    # a library no selected column loads would be ignored without a word
+                    # (--smoke: were it not refused, a short run would show it)
+                    (["--livealloc-lib", a_file, "--allocators", "glibc", "--smoke",
+                      "--workloads", "true"],
+                     "--livealloc-lib: no column of --allocators glibc runs it"),
+                    (["--baseline-lib", a_file, "--allocators", "glibc,livealloc+profile",
+                      "--smoke", "--workloads", "true"],
+                     "--baseline-lib: livealloc@baseline is compared with livealloc, which "
+                     "--allocators glibc,livealloc+profile leaves out"),
                     (["--workloads", "nosuch"], "no workload matches nosuch"),
                     (["--workloads", "fastpath,nosuch"], "no workload matches nosuch"),
                     (["--workloads", ","], "--workloads ',': empty name"),
@@ -122,6 +131,9 @@ def main():
                                 (["--livealloc-lib", out_dir],
                                  "bench.py: --livealloc-lib: %s not a file" % out_dir),
                                 (["--workloads", ","], "bench.py: --workloads ',': empty name"),
+                                (["--livealloc-lib", a_file, "--allocators", "glibc",
+                                  "--smoke", "--workloads", "true"],
+                                 "bench.py: --livealloc-lib: no column of --allocators glibc"),
                                 (["--out", a_file], "bench.py: --out %s: not a directory" % a_file)):
                 out = subprocess.run(bench_run + extra, capture_output=True, text=True, timeout=60)
                 if out.returncode != 2 or out.stderr.strip() != out.stderr.strip().splitlines()[0] or want not in out.stderr:
