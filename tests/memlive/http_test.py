@@ -1138,18 +1138,25 @@ def check_run_exec(p, port, pid, before):
           (j and j.get("writable")))
 
 
+def run_url(ml, target, *options):
+    """`memlive run --port 0 OPTIONS -- target`, without a preload of its own (run gives the
+    program one), and the URL it prints: (process, match of pid and port or None, lines)."""
+    env = dict(os.environ, LD_PRELOAD="")
+    p = subprocess.Popen([ml, "run", "--port", "0"] + list(options) + ["--", target],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, bufsize=1, env=env)
+    m, lines = read_until(p, r"^memlive: serving process (\d+) \(.*\) at "
+                          r"http://127\.0\.0\.1:(\d+)/", stream="stderr")
+    return p, m, lines
+
+
 def check_run_exec_healthz(ml, target):
     """/healthz follows an exec into another livealloc program as the snapshot does: once the
     new image has published its segment, alive is true. It asked the old image's segment, which
     reads not alive from the exec on, until a sample followed the exec: with the history sampled
     once a minute (--interval 60000) and no other request, for up to a minute."""
-    env = dict(os.environ, LD_PRELOAD="")
-    p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "60000", "--", target],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, bufsize=1, env=env)
+    p, m, lines = run_url(ml, target, "--interval", "60000")
     try:
-        m, lines = read_until(p, r"^memlive: serving process (\d+) \(.*\) at "
-                              r"http://127\.0\.0\.1:(\d+)/", stream="stderr")
         if not check(m, "memlive run --interval 60000 prints the URL (%s)" % lines):
             return
         pid, port = int(m.group(1)), int(m.group(2))
@@ -1324,14 +1331,9 @@ def cmd_run_killed(ml, target):
 
 
 def cmd_run(ml, target):
-    env = dict(os.environ, LD_PRELOAD="")
-    p = subprocess.Popen([ml, "run", "--port", "0", "--interval", "100", "--exit-when-done", "--",
-                          target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
+    # memlive's lines are on stderr, the program's ("target ready", "allocated") on stdout
+    p, m, lines = run_url(ml, target, "--interval", "100", "--exit-when-done")
     try:
-        # memlive's lines are on stderr, the program's ("target ready", "allocated") on stdout
-        m, lines = read_until(p, r"^memlive: serving process (\d+) \(.*\) at "
-                              r"http://127\.0\.0\.1:(\d+)/", stream="stderr")
         if not check(m, "memlive run prints the URL (%s)" % lines):
             return
         pid, port = int(m.group(1)), int(m.group(2))
@@ -1385,13 +1387,10 @@ def cmd_run(ml, target):
             p.wait()
 
     # Without --exit-when-done: the last state stays served until SIGTERM; exit = the status.
-    p = subprocess.Popen([ml, "run", "--port", "0", "--", target], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                         env=env)
+    p, m, lines = run_url(ml, target)
     try:
-        m, lines = read_until(p, r"at http://127\.0\.0\.1:(\d+)/", stream="stderr")
         if check(m, "memlive run (no --exit-when-done) prints the URL"):
-            port = int(m.group(1))
+            port = int(m.group(2))
             p.stdin.write("exit 4\n")
             p.stdin.flush()
             m2, lines = read_until(p, r"still serving its last state", stream="stderr")
