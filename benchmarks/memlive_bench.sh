@@ -86,14 +86,15 @@ done
 
 if [ "$do_build" = 1 ]; then
   [ -f "$build/CMakeCache.txt" ] ||
-    in_background cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+    in_background cmake -S "$repo" -B "$build" -G Ninja
   in_background cmake --build "$build" --target bench_memlive memlive
 fi
 bench="$build/benchmarks/bench_memlive" memlive="$build/memlive/memlive"
 for f in "$bench" "$memlive"; do
   [ -x "$f" ] || { echo "memlive_bench.sh: $f is missing (build the targets bench_memlive, memlive)" >&2; exit 1; }
 done
-mkdir -p "$out"
+mkdir -p "$out" 2>/dev/null && [ -w "$out" ] ||
+  { echo "memlive_bench.sh: --out $out: cannot write there (not a folder, or no permission)" >&2; exit 2; }
 csv="$out/memlive.csv"
 [ "$smoke" = 1 ] && csv="$out/memlive-smoke.csv" && reps=1
 
@@ -128,6 +129,7 @@ compiler=${compiler:-c++}
   echo "# machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, $(awk '/MemTotal/ {printf "%d GiB RAM", $2/1048576 + 0.5}' /proc/meminfo)"
   echo "# kernel: $(uname -srvm)"
   echo "# compiler: $("$compiler" --version | head -1) ($compiler)"
+  echo "# build type: $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)"
   echo "# packages: $(dpkg-query -W -f '${Package} ${Version}, ' libc6 libcivetweb-dev nlohmann-json3-dev 2>/dev/null | sed 's/, $//')"
   echo "# repository: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "# mode: $([ "$smoke" = 1 ] && echo smoke || echo full), repetitions $reps"

@@ -155,7 +155,9 @@ def main():
         for extra, want in ((["--reps", "0"], "--reps must be an integer from 1 to 100"),
                             (["--reps", "2x"], "--reps must be an integer"),
                             (["--out"], "--out needs a value"),
-                            (["--bogus"], "unknown option --bogus")):
+                            (["--bogus"], "unknown option --bogus"),
+                            # a file, not a folder: was mkdir's own message, exit 1
+                            (["--out", os.path.abspath(__file__)], "cannot write there")):
             out = subprocess.run(mlb + extra, capture_output=True, text=True, timeout=60)
             if out.returncode != 2 or want not in out.stderr:
                 failures.append("memlive_bench.sh %s: exit %d, stderr %r (want 2 and %r)" % (
