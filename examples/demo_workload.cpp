@@ -19,6 +19,7 @@
 // Usage: demo_workload [options]
 //   --seconds N        stop after N seconds (default: run until SIGINT/SIGTERM)
 //   --requests N       stop after N requests have been produced; every one must be processed
+//                      (one bound or the other: --seconds with --requests is a usage error)
 //   --producers N      producer threads (default 2)
 //   --workers N        worker threads (default 4)
 //   --rate N           requests per second per producer, 0 for as fast as possible (default 4000;
@@ -595,6 +596,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "demo: unknown argument '%s'\n%s", a.c_str(), kUsage);
       return 2;
     }
+  }
+  // One bound or the other: given both, the requests limit won and --seconds was dropped
+  // without a word (run-demo.sh --seconds N -- --requests M passes both).
+  if (cfg.seconds > 0 && cfg.requests > 0) {
+    std::fprintf(stderr, "demo: --seconds and --requests cannot be used together\n%s", kUsage);
+    return 2;
   }
   if (cfg.rate < 0) cfg.rate = cfg.requests > 0 ? 0 : 4000;
 

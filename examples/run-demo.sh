@@ -71,6 +71,16 @@ while (($# > 0)); do
   esac
 done
 
+# One bound or the other (demo_workload refuses both): say so before anything is started.
+if [[ -n "$seconds" ]]; then
+  for a in "${demo_args[@]}"; do
+    if [[ "$a" == --requests ]]; then
+      echo "run-demo: --seconds and the demo's --requests cannot be used together" >&2
+      exit 2
+    fi
+  done
+fi
+
 if ((do_build)); then
   "$root/tests/setup.sh"
   # The same configuration as tests/run.sh's main build, so the two share build/.
