@@ -51,7 +51,7 @@ while (($# > 0)); do
         echo "run-demo: --build needs a directory" >&2
         exit 2
       }
-      build="$(mkdir -p "$2" && cd "$2" && pwd)"
+      build="$2"  # made absolute below, once --no-build (which may come after) is known
       shift 2
       ;;
     -h | --help)
@@ -79,6 +79,18 @@ if [[ -n "$seconds" ]]; then
       exit 2
     fi
   done
+fi
+
+# --no-build uses a build that exists: a mistyped --build must not leave a new empty folder
+# behind (it did, before the message that memlive was missing there).
+if ((do_build)); then
+  build="$(mkdir -p "$build" && cd "$build" && pwd)"
+elif [[ -d "$build" ]]; then
+  build="$(cd "$build" && pwd)"
+else
+  echo "run-demo: --no-build: there is no build directory $build;" \
+    "give --build the folder that holds the build, or run without --no-build" >&2
+  exit 1
 fi
 
 if ((do_build)); then
