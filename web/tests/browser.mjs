@@ -1,8 +1,8 @@
 // Browser tests of the memlive page: Debian's Chromium driven by playwright-core against a real
 // `memlive run` serving tests/web/web_workload (named threads, plain malloc under the preloaded
-// liblivealloc.so).
+// liblivealloc.so), then tests/web/web_inapp (--inapp: memlive::start() inside the program).
 //
-//   node web/tests/browser.mjs --memlive PATH --workload PATH --lib PATH --out DIR
+//   node web/tests/browser.mjs --memlive PATH --workload PATH --lib PATH --inapp PATH --out DIR
 //   node web/tests/browser.mjs --screenshot URL FILE      (just a screenshot of a running page)
 //
 // Exit status: 0 all checks passed, 1 a check failed, 77 Chromium or playwright-core missing.
@@ -69,9 +69,11 @@ if (opt("--screenshot")) {
 }
 
 const memlive = opt("--memlive"), workload = opt("--workload"), lib = opt("--lib");
+const inappPath = opt("--inapp");
 const out = opt("--out") || fs.mkdtempSync(path.join(os.tmpdir(), "memlive-web-"));
-if (!memlive || !workload || !lib) {
-  console.error("usage: browser.mjs --memlive PATH --workload PATH --lib PATH [--out DIR]");
+if (!memlive || !workload || !lib || !inappPath) {
+  console.error("usage: browser.mjs --memlive PATH --workload PATH --lib PATH --inapp PATH" +
+    " [--out DIR]");
   process.exit(2);
 }
 fs.mkdirSync(out, { recursive: true });
@@ -110,7 +112,7 @@ async function until(what, fn, ms = 20000) {
   }
 }
 
-let ctx = null, userDir = null, exitCode = 1, server2 = null;
+let ctx = null, userDir = null, exitCode = 1, server2 = null, inapp = null;
 try {
   const port = await until("memlive run to print its URL and the workload to be ready", () => {
     const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(serverOut);
@@ -187,6 +189,20 @@ try {
     "the free matrix shows cache freeing worker-0's blocks", JSON.stringify(matrix.slice(0, 5)));
   const classes = await page.$$eval("#classes tbody tr", (trs) => trs.map((tr) => Number(tr.children[1].dataset.value)));
   check(classes.includes(48) && classes.includes(4096), "the size-class table lists the 48 B and 4 KiB classes", JSON.stringify(classes));
+  // Served from outside (memlive run), the process has none of memlive's threads: the header's
+  // count is its live threads, with no memlive part (the in-app case is section 7).
+  {
+    let want = null;
+    const header = await until("the header's thread count", async () => {
+      const alive = (await getJSON("/api/snapshot")).threads.filter((t) => t.state === "alive");
+      want = String(alive.length);
+      const got = await page.textContent("#f-threads");
+      return got === want ? got : null;
+    }).catch(async () => "(got) " + await page.textContent("#f-threads"));
+    check(header === want && want === "7",
+      "the header counts the program's 7 live threads, no memlive ones",
+      JSON.stringify({ header, want }));
+  }
 
   // Selecting a thread charts it.
   await page.click("#threads tbody tr:has(td.name[data-value='ingest-0'])");
@@ -627,6 +643,46 @@ try {
     endCsv.has("ended") && !endCsv.has("alive"),
     "the killed program's exported JSON and CSV: its running threads ended, none alive",
     JSON.stringify({ alive: endJson.alive, json: [...endJsonStates], csv: [...endCsv] }));
+
+  // 7. memlive inside the program (memlive::start()): its own threads (civetweb's, the history
+  // sampler) allocate through livealloc and take slots next to the program's. The header counts
+  // the program's live threads (main and app-0..2) and memlive's apart, as the table marks them
+  // (it added them up: 46 live threads for a program of 21).
+  {
+    inapp = spawn(inappPath, [], { stdio: ["pipe", "pipe", "pipe"] });
+    let out3 = "";
+    inapp.stdout.on("data", (b) => { out3 += b; });
+    inapp.stderr.on("data", (b) => { out3 += b; });
+    const port3 = await until("the in-app workload", () => {
+      const m = /ready \d+ (\d+)/.exec(out3);
+      return m ? Number(m[1]) : null;
+    });
+    const base3 = "http://127.0.0.1:" + port3;
+    await page.goto(base3 + "/");
+    await page.waitForFunction(() => document.body.dataset.mode === "live", null,
+      { timeout: 20000 }).catch(() => {});
+    // memlive's count grows while idle civetweb workers take their first request: compare with a
+    // snapshot until the two agree.
+    let mine = 0, theirs = 0, marked = 0;
+    const header = await until("the header to count the program's, memlive's apart", async () => {
+      const snap3 = await (await fetch(base3 + "/api/snapshot")).json();
+      const alive = snap3.threads.filter((t) => t.state === "alive");
+      mine = alive.filter((t) => !t.memlive).length;
+      theirs = alive.length - mine;
+      const got = await page.evaluate(() => ({
+        text: document.getElementById("f-threads").textContent,
+        marked: [...document.querySelectorAll("#threads tbody td.name")].filter((td) =>
+          td.textContent.endsWith(" [memlive]") &&
+          td.parentNode.children[2].dataset.value === "alive").length }));
+      marked = got.marked;
+      const want = mine + " (+" + theirs + " memlive)";
+      return got.text === want && marked === theirs ? got.text : null;
+    }).catch(async () => "(got) " + await page.textContent("#f-threads"));
+    check(mine === 4 && theirs > 0 && header === mine + " (+" + theirs + " memlive)",
+      "memlive::start() in the program: the header shows its 4 live threads and memlive's " +
+      theirs + " apart", JSON.stringify({ header, mine, theirs, marked }));
+    inapp.stdin.end();
+  }
   exitCode = failures ? 1 : 0;
 } catch (e) {
   console.log("FAIL  " + (e && e.stack ? e.stack : e));
@@ -636,6 +692,7 @@ try {
   if (ctx) await ctx.close().catch(() => {});
   if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
   if (server2) server2.kill("SIGINT");
+  if (inapp) inapp.kill("SIGTERM");
   server.stdin.end();
   server.kill("SIGINT");
   const done = await Promise.race([serverExit, new Promise((r) => setTimeout(() => r(null), 5000))]);
