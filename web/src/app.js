@@ -271,7 +271,7 @@
     if (state.mode === "paused" || state.mode === "replay") return;
     state.current = d;
     if (stream.ctl) setMode(s.alive === false ? "exited" : "live"); // not when it came before a failure
-    if (state.baseline) fetchSince();
+    syncBaseline(false);
     scheduleData();
   }
 
@@ -394,7 +394,7 @@
     showNotice("");
     state.needHistory = true;
     openStream();
-    refreshBaseline();
+    syncBaseline(true);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -427,19 +427,29 @@
     if (state.mode === "replay" || state.baselineBusy) return; // a second press waits for the first
     state.baselineBusy = true;
     $("baseline").setAttribute("aria-busy", "true");
-    const clearing = state.baseline;
     try {
-      if (clearing) {
-        // No ?since=baseline request may reach the server after the clear (it would get a 409,
-        // which the browser logs as an error): stop asking, and let the one in flight finish.
-        state.baseline = false;
-        await sinceDone;
+      // No ?since=baseline request may reach the server after a clear (it would get a 409,
+      // which the browser logs as an error), and no answer of GET /api/baseline older than the
+      // POST may be shown after it: let the one in flight finish (none starts while busy).
+      await sinceDone;
+      const clearing = state.baseline;
+      if (!clearing) {
+        // The page asks the server at most once a second while it has no baseline: another
+        // client may have set one since. Show that one rather than replace it unseen.
+        const j = await getBaseline().catch(() => null);
+        if (j && j.baseline) {
+          setBaseline(true, j.taken_ns);
+          showNotice("Baseline: another client set it at " + clockTime(j.taken_ns) +
+            "; b again clears it");
+          await fetchSince();
+          schedule();
+          return;
+        }
       }
       let r;
       try { r = await postJSON("/api/baseline", clearing ? { clear: true } : {}); }
       catch (e) { r = { ok: false, body: { error: "memlive does not answer (" + e.message + ")" } }; }
       if (!r.ok) {
-        if (clearing) state.baseline = true;
         showNotice("Baseline: " + ((r.body && r.body.error) || "HTTP " + r.status));
         return;
       }
@@ -458,23 +468,49 @@
     if (!state.baseline) state.sinceBaseline = null;
     $("baseline").setAttribute("aria-pressed", String(state.baseline));
     $("baseline").textContent = state.baseline ? "Baseline: on (change since " +
-      new Date(state.baselineTaken / 1e6).toLocaleTimeString() + ")" : "Baseline: off";
+      clockTime(state.baselineTaken) + ")" : "Baseline: off";
   }
-  async function refreshBaseline() {
-    try {
-      const r = await fetch("/api/baseline");
-      if (!r.ok) return;
-      const j = await r.json();
-      setBaseline(j.baseline, j.taken_ns);
-      if (state.baseline) await fetchSince();
-    } catch (e) { /* the stream reports the connection */ }
+  const clockTime = (ns) => new Date(ns / 1e6).toLocaleTimeString();
+  async function getBaseline() {
+    const r = await fetch("/api/baseline", { cache: "no-store" });
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    return r.json();
   }
+  // The server keeps one baseline for all its clients, and another tab or a script may set or
+  // clear it at any time; neither the stream nor the snapshot says so. So at each live sample
+  // the page asks GET /api/baseline (a few bytes): before each ?since=baseline request, which
+  // after a clear elsewhere would get a 409 (logged by the browser as an error); and while it
+  // has none, once a second, so that one set elsewhere shows (and `b` clears it, rather than
+  // replacing it). A clear that falls between the two requests still gets one 409, handled.
   let sinceInFlight = false;
-  let sinceDone = Promise.resolve();  // settles when the ?since=baseline request in flight ends
+  let sinceDone = Promise.resolve();  // settles when the baseline requests in flight end
+  let baselineAskedAt = -Infinity;    // performance.now() of the last GET /api/baseline
+  const BASELINE_POLL_MS = 1000;
+  function syncBaseline(now) {
+    if (sinceInFlight || state.baselineBusy || state.mode === "replay") return sinceDone;
+    const recent = performance.now() - baselineAskedAt < BASELINE_POLL_MS;
+    if (!now && !state.baseline && recent) return sinceDone;
+    sinceInFlight = true;
+    sinceDone = syncBaselineOnce();
+    return sinceDone;
+  }
+  async function syncBaselineOnce() {
+    try {
+      baselineAskedAt = performance.now();
+      const j = await getBaseline();
+      if (state.baselineBusy || state.mode === "replay") return; // the press decides
+      if (!!j.baseline !== state.baseline || (j.baseline && j.taken_ns !== state.baselineTaken)) {
+        setBaseline(j.baseline, j.taken_ns);
+        scheduleData();
+      }
+      if (state.baseline) await fetchSinceOnce();
+    } catch (e) { /* the stream reports the connection */ }
+    finally { sinceInFlight = false; }
+  }
   function fetchSince() {
     if (sinceInFlight) return sinceDone;
     sinceInFlight = true;
-    sinceDone = fetchSinceOnce();
+    sinceDone = fetchSinceOnce().finally(() => { sinceInFlight = false; });
     return sinceDone;
   }
   async function fetchSinceOnce() {
@@ -494,7 +530,6 @@
       if (state.last) copyRates(state.last, state.sinceBaseline);
       scheduleData();
     } catch (e) { /* the stream's error handler reports the connection */ }
-    finally { sinceInFlight = false; }
   }
 
   function copyRates(from, to) {

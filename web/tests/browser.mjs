@@ -369,6 +369,66 @@ try {
   const cleared = await until("baseline off", async () => ((await getJSON("/api/baseline")).baseline ? null : true))
     .catch(() => false);
   check(cleared === true, "the baseline button clears the baseline");
+  // A second tab sets and clears the baseline: this tab, already open, must notice both. It
+  // asked the server only at load: it showed "Baseline: off" under the other tab's baseline, and
+  // its `b` replaced that one unseen; after a clear there, its next ?since=baseline got a 409,
+  // which Chromium logs as an error.
+  {
+    const tab2 = await ctx.newPage();
+    await tab2.goto(base + "/");
+    await tab2.waitForFunction(() => document.body.dataset.mode === "live", null,
+      { timeout: 20000 }).catch(() => {});
+    const pressed = (p) =>
+      p.evaluate(() => document.getElementById("baseline").getAttribute("aria-pressed"));
+    await tab2.click("#baseline");
+    const set = await until("the other tab's baseline", async () => {
+      const b = await getJSON("/api/baseline");
+      return b.baseline ? b : null;
+    }).catch(() => null);
+    const seen = set && await until("this tab to show the other tab's baseline", () =>
+      page.evaluate((t) => {
+        const want = "Baseline: on (change since " + new Date(t / 1e6).toLocaleTimeString() + ")";
+        const b = document.getElementById("baseline");
+        return b.textContent === want && b.getAttribute("aria-pressed") === "true" ? want : null;
+      }, set.taken_ns)).catch(() => null);
+    check(seen, "a tab already open shows the baseline another tab set",
+      JSON.stringify({ set, button: await page.textContent("#baseline") }));
+    // `b` here now clears the other tab's baseline, as the button says, instead of a new one.
+    await page.locator("body").press("b");
+    const gone = await until("b to clear the other tab's baseline", async () =>
+      (!(await getJSON("/api/baseline")).baseline && (await pressed(page)) === "false"
+        ? true : null)).catch(() => false);
+    check(gone, "b in that tab clears the other tab's baseline rather than setting a new one over it",
+      JSON.stringify({ server: await getJSON("/api/baseline"),
+        button: await page.textContent("#baseline") }));
+    // This tab sets one and the other clears it. The clear is made while this tab's next
+    // GET /api/baseline is held (by the route): after one of its samples, before the next. It
+    // must then not ask for the change since it (a 409), and show the baseline off.
+    await page.locator("body").press("b");
+    const own = await until("this tab's baseline, seen by the other tab", async () =>
+      ((await getJSON("/api/baseline")).baseline && (await pressed(page)) === "true" &&
+        (await pressed(tab2)) === "true" ? true : null)).catch(() => false);
+    const errorsBefore = consoleErrors.length;
+    let clearedThere = false;
+    await page.route("**/api/baseline", async (route) => {
+      if (own && !clearedThere && route.request().method() === "GET") {
+        clearedThere = true;
+        await tab2.click("#baseline");
+        await until("the other tab to clear it", async () =>
+          (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => {});
+      }
+      await route.continue();
+    });
+    const off = await until("this tab to show the clear", async () =>
+      ((await pressed(page)) === "false" ? true : null)).catch(() => false);
+    await page.unroute("**/api/baseline");
+    const conflicts = consoleErrors.slice(errorsBefore).filter((e) => /409/.test(e));
+    check(own && clearedThere && off && conflicts.length === 0,
+      "a baseline another tab cleared: this tab shows it off, without a 409 in the console",
+      JSON.stringify({ own, clearedThere, off, conflicts,
+        button: await page.textContent("#baseline") }));
+    await tab2.close();
+  }
 
   // Pause and resume from the keyboard; the interval select reconnects the stream.
   await page.locator("body").press("p");
