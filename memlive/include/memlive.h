@@ -1181,6 +1181,16 @@ inline int parse_whole(const std::string& text, std::int64_t* out) {
   d.append(static_cast<std::size_t>(exponent), '0');
   return parse_int((negative ? "-" : "") + d, out) ? 1 : -1;
 }
+
+inline bool iequals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
 }  // namespace detail
 
 inline bool parse_assignment(const std::string& text, assignment* out, std::string* error) {
@@ -1201,12 +1211,11 @@ inline bool parse_assignment(const std::string& text, assignment* out, std::stri
   }
   if (value.empty()) return fail("option '" + name + "': no value after '='");
   std::int64_t v = 0;
-  std::string folded = value;  // True, ON: folded as the name is
-  for (char& c : folded)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  const bool word = folded == "true" || folded == "on" || folded == "false" || folded == "off";
+  using detail::iequals;  // True, ON: in any case, as the name
+  const bool yes = iequals(value, "true") || iequals(value, "on");
+  const bool word = yes || iequals(value, "false") || iequals(value, "off");
   if (word) {
-    v = folded == "true" || folded == "on";
+    v = yes;
   } else if (const int whole = detail::parse_whole(value, &v); whole != 1) {
     return fail("option '" + name + "': '" + value + "' is not " +
                 (whole < 0 ? "a 64-bit integer (out of range)" : "a whole number"));
@@ -1435,15 +1444,6 @@ inline std::uint64_t steady_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
-}
-
-inline bool iequals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
 }
 
 inline std::string json_error(const std::string& message, const std::string* field) {
