@@ -4156,8 +4156,11 @@ LIVEALLOC_NOINLINE inline void* new_aligned_via(std::size_t n, std::align_val_t 
 #ifdef LIVEALLOC_OVERRIDE
 // Seen by the check at the end of the file, outside the include guard.
 #define LIVEALLOC_OVERRIDE_EMITTED 1
-#define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default")))
-#define LIVEALLOC_CXX_EXPORT __attribute__((visibility("default")))
+// Every entry point starts a 64-byte line. Where the linker happened to place them moved the
+// fast path by 3% between two builds of identical instructions (RelWithDebInfo and Release:
+// malloc's fast path spanned four lines in one, three in the other).
+#define LIVEALLOC_EXPORT extern "C" __attribute__((visibility("default"), aligned(64)))
+#define LIVEALLOC_CXX_EXPORT __attribute__((visibility("default"), aligned(64)))
 namespace livealloc_abi = livealloc::detail;
 
 LIVEALLOC_EXPORT void* malloc(size_t size) noexcept { return livealloc_abi::malloc_impl(size); }
