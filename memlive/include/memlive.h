@@ -1355,6 +1355,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //   GET  /api/snapshot?since=baseline   the snapshot with every cumulative counter replaced by
 //                        its growth since the baseline (see since_baseline()), plus the field
 //                        "baseline_taken_ns"; 409 when no baseline is set, 400 for another value.
+//                        &if_none=plain: no baseline (none set, or one of the image before an
+//                        exec) gives the plain snapshot with "baseline_taken_ns":0, not a 409.
 //   GET  /               the live page (web/src, embedded at build time) and its files:
 //                        /index.html /app.js /style.css /chart.umd.js ...; GET /favicon.ico 204
 //   anything else        404 {"error","field":null}; a known path with another method 405.
@@ -2448,19 +2450,49 @@ inline server::response server::since_response(const char* query) {
     r.body = json_error(query_problem(field, n) + "'baseline'", &field);
     return r;
   }
+  // &if_none=plain: no baseline is not an error but the plain snapshot, marked by a
+  // baseline_taken_ns of 0. A client cannot avoid the 409 by asking GET /api/baseline first:
+  // another client may clear it between the two requests.
+  const int m = query_var(query, "if_none", value, sizeof value);
+  if (m != -1 && (m < 0 || std::strcmp(value, "plain") != 0)) {
+    const std::string if_none = "if_none";
+    r.code = 400;
+    r.body = json_error(query_problem(if_none, m) + "'plain'", &if_none);
+    return r;
+  }
+  const bool plain_if_none = m != -1;
+  auto marked = [](response& a, std::uint64_t taken_ns) {
+    if (a.code != 200) return;
+    a.body.pop_back();  // the closing brace
+    writer w(a.body);
+    json_field(w, "baseline_taken_ns", taken_ns);
+    w.ch('}');
+  };
   rd::snapshot base;
+  bool set = false;
   {
     std::lock_guard<std::mutex> lock(baseline_mutex_);
-    if (!baseline_) {
-      r.code = 409;
-      r.body = json_error("no baseline is set: POST /api/baseline first", &field);
-      return r;
-    }
-    base = *baseline_;
+    set = baseline_ != nullptr;
+    if (set) base = *baseline_;
+  }
+  if (!set && plain_if_none) {  // (not under baseline_mutex_: take() locks it under seg_mutex_)
+    r = snapshot_response();
+    marked(r, 0);
+    return r;
+  }
+  if (!set) {
+    r.code = 409;
+    r.body = json_error("no baseline is set: POST /api/baseline first", &field);
+    return r;
   }
   rd::snapshot now;
   if (!take_or_503(&now, &r)) return r;
   if (now.start_ns != base.start_ns) {  // the process called exec since (take() cleared it)
+    if (plain_if_none) {
+      append_json(r.body, now);
+      marked(r, 0);
+      return r;
+    }
     r.code = 409;
     r.body = json_error("the baseline counted the program the process ran before its exec: "
                         "POST /api/baseline again",
@@ -2468,12 +2500,7 @@ inline server::response server::since_response(const char* query) {
     return r;
   }
   append_json(r.body, since_baseline(now, base));
-  r.body.pop_back();  // the closing brace
-  {
-    writer w(r.body);
-    json_field(w, "baseline_taken_ns", base.taken_ns);
-    w.ch('}');
-  }
+  marked(r, base.taken_ns);
   return r;
 }
 

@@ -707,10 +707,27 @@ def check_bad_baselines(port, want_after):
                                                                                  j))
 
 
+def check_plain_if_none(port, when):
+    """?since=baseline&if_none=plain without a baseline: not a 409 but the plain snapshot (the
+    totals of PLAN, not changes), marked by baseline_taken_ns 0."""
+    st, _, j = get_json(port, "/api/snapshot?since=baseline&if_none=plain")
+    if check(st == 200 and j and j.get("baseline_taken_ns") == 0,
+             "snapshot?since=baseline&if_none=plain %s: 200, baseline_taken_ns 0 (got %d %s)" %
+             (when, st, j and j.get("baseline_taken_ns", j.get("error")))):
+        cli_test.check_json(j, cli_test.expected(j["class_sizes"]))
+
+
 def check_baseline(port, p):
     st, _, j = get_json(port, "/api/snapshot?since=baseline")
     check(st == 409 and j and j.get("field") == "since",
           "snapshot?since=baseline without a baseline: 409 (got %d)" % st)
+    # A client that asks GET /api/baseline before each ?since=baseline still met the 409 when
+    # another client cleared it between the two: &if_none=plain (opt-in) answers it instead.
+    check_plain_if_none(port, "without a baseline")
+    for bad in ("=full", "=", "=plain%00x", ""):
+        st, _, j = get_json(port, "/api/snapshot?since=baseline&if_none" + bad)
+        check(st == 400 and j and j.get("field") == "if_none",
+              "snapshot?since=baseline&if_none%s: 400, field if_none (got %d %s)" % (bad, st, j))
     st, _, j = get_json(port, "/api/snapshot?since=yesterday")
     check(st == 400 and j and j.get("field") == "since", "snapshot?since=yesterday: 400")
     check_bad_baselines(port, {"baseline": False, "taken_ns": 0})
@@ -758,6 +775,13 @@ def check_baseline(port, p):
     planned = {name for name, _, _, _ in PLAN}
     moved = [(n, r[0], r[1 + ia]) for n, r in rows if n in planned and r[1 + ia] != 0]
     check(not moved, "since baseline: the planned threads allocated nothing more (%s)" % moved)
+    st, _, d = get_json(port, "/api/snapshot?since=baseline&if_none=plain")
+    extra = [r for t in (d or {}).get("threads", []) if t["name"] == "extra"
+             for r in t["classes"] if r[0] == cls]
+    check(st == 200 and d and d.get("baseline_taken_ns") == base_ns and extra and
+          extra[0][1 + ia] == count,
+          "snapshot?since=baseline&if_none=plain with a baseline: the change since it (%d %s)" %
+          (st, extra))
     st, _, now = get_json(port, "/api/snapshot")
     full = [r for t in now["threads"] if t["name"] == "extra" for r in t["classes"]
             if r[0] == cls]
@@ -765,6 +789,7 @@ def check_baseline(port, p):
     st, j = post_baseline(port, '{"clear": true}')
     check(st == 200 and j and j["baseline"] is False, "POST {\"clear\":true}: cleared (%s)" % j)
     check(get_json(port, "/api/snapshot?since=baseline")[0] == 409, "after clear: 409")
+    check_plain_if_none(port, "after a clear")
     st, j = post_baseline(port, "{}")
     check(st == 200 and j and j["baseline"] is True, "POST {}: baseline set again")
     check_bad_baselines(port, {"baseline": True, "taken_ns": (j or {}).get("taken_ns")})

@@ -428,9 +428,8 @@
     state.baselineBusy = true;
     $("baseline").setAttribute("aria-busy", "true");
     try {
-      // No ?since=baseline request may reach the server after a clear (it would get a 409,
-      // which the browser logs as an error), and no answer of GET /api/baseline older than the
-      // POST may be shown after it: let the one in flight finish (none starts while busy).
+      // No answer of GET /api/baseline or ?since=baseline older than the POST may be shown
+      // after it: let the one in flight finish (none starts while busy).
       await sinceDone;
       const clearing = state.baseline;
       if (!clearing) {
@@ -481,7 +480,8 @@
   // the page asks GET /api/baseline (a few bytes): before each ?since=baseline request, which
   // after a clear elsewhere would get a 409 (logged by the browser as an error); and while it
   // has none, once a second, so that one set elsewhere shows (and `b` clears it, rather than
-  // replacing it). A clear that falls between the two requests still gets one 409, handled.
+  // replacing it). A clear that falls between the two requests is answered with the plain
+  // snapshot (if_none=plain), not a 409.
   let sinceInFlight = false;
   let sinceDone = Promise.resolve();  // settles when the baseline requests in flight end
   let baselineAskedAt = -Infinity;    // performance.now() of the last GET /api/baseline
@@ -515,11 +515,18 @@
   }
   async function fetchSinceOnce() {
     try {
-      const r = await fetch("/api/snapshot?since=baseline");
-      if (r.status === 409) { setBaseline(false, 0); return; } // another client cleared it
+      // if_none=plain: a baseline another client cleared after the GET /api/baseline before
+      // this request is no 409 (which the browser logs as an error) but the plain snapshot,
+      // with baseline_taken_ns 0.
+      const r = await fetch("/api/snapshot?since=baseline&if_none=plain");
       if (!r.ok) return;
       const s = await r.json();
       if (checkSnapshot(s) || !state.baseline) return;
+      if (!s.baseline_taken_ns) { // another client cleared it
+        setBaseline(false, 0);
+        scheduleData();
+        return;
+      }
       // The server keeps one baseline for all its clients: another tab (or a script) may have
       // set a newer one, which these numbers are since. The button and the chart's line must say
       // so (they kept the time this page set).
