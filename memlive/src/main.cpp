@@ -222,14 +222,26 @@ constexpr const char* kRunHelp =
     "  -- program args   the program (searched in PATH) and its arguments\n"
     "  -h, --help        this text\n";
 
+// The verb running, once main() has found it. Every error line is "memlive: VERB: what" (before
+// a verb is known, "memlive: what"): the verbs wrote "memlive: run: ..." but their option
+// errors "memlive run: ...".
+const char* g_verb = nullptr;
+
+void error_line(const std::string& msg) {
+  if (g_verb)
+    std::fprintf(stderr, "memlive: %s: %s\n", g_verb, msg.c_str());
+  else
+    std::fprintf(stderr, "memlive: %s\n", msg.c_str());
+}
+
 int usage_error(const std::string& msg, const char* help = nullptr) {
-  std::fprintf(stderr, "memlive: %s\n", msg.c_str());
+  error_line(msg);
   std::fprintf(stderr, "%s", help ? help : "run 'memlive --help' for usage\n");
   return static_cast<int>(error_kind::usage);
 }
 
 int fail(error_kind kind, const std::string& msg) {
-  std::fprintf(stderr, "memlive: %s\n", msg.c_str());
+  error_line(msg);
   return static_cast<int>(kind);
 }
 
@@ -416,7 +428,7 @@ std::string printable(const std::string& text) {
 }
 
 int cmd_list(const args& a) {
-  if (!a.positional.empty()) return usage_error("list: unexpected '" + a.positional[0] + "'");
+  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   std::string err;
   std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
   if (!err.empty()) return fail(error_kind::permission, "cannot read " + a.dir + ": " + err);
@@ -480,10 +492,10 @@ bool exec_d_away(const rd::snapshot& last) {
 }
 
 int cmd_snapshot(const args& a) {
-  if (!a.have_pid) return usage_error("snapshot: --pid N is required", kSnapshotHelp);
-  if (!a.positional.empty()) return usage_error("snapshot: unexpected '" + a.positional[0] + "'");
+  if (!a.have_pid) return usage_error("--pid N is required", kSnapshotHelp);
+  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   if (!a.by.empty() && a.format != "prometheus")
-    return usage_error("snapshot: --by goes with --format prometheus", kSnapshotHelp);
+    return usage_error("--by goes with --format prometheus", kSnapshotHelp);
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
@@ -525,8 +537,8 @@ int fail_not_alive(const rd::segment& seg, int pid, const std::string& verb) {
 }
 
 int cmd_tune(const args& a) {
-  if (!a.have_pid) return usage_error("tune: --pid N is required", tune_help());
-  if (a.positional.empty()) return usage_error("tune: give at least one name=value", tune_help());
+  if (!a.have_pid) return usage_error("--pid N is required", tune_help());
+  if (a.positional.empty()) return usage_error("give at least one name=value", tune_help());
   std::vector<memlive::assignment> want;
   std::vector<std::string> special;  // per assignment: "default", a number past 64 bits, or ""
   for (const std::string& text : a.positional) {
@@ -543,12 +555,12 @@ int cmd_tune(const args& a) {
       std::int64_t unused = 0;
       if ((!to_default && memlive::detail::parse_whole(value, &unused) >= 0) ||
           !memlive::parse_assignment(text.substr(0, eq + 1) + "0", &x, &name_err))
-        return usage_error("tune: " + err + "; nothing applied");
+        return usage_error(err + "; nothing applied");
       odd = to_default ? "default" : value;
     }
     for (const memlive::assignment& y : want)
       if (y.name == x.name)
-        return usage_error("tune: option '" + x.name + "' given twice; nothing applied");
+        return usage_error("option '" + x.name + "' given twice; nothing applied");
     want.push_back(x);
     special.push_back(odd);
   }
@@ -563,12 +575,12 @@ int cmd_tune(const args& a) {
     const rd::option_view* o = before.find_option(x.name);
     if (special[i] == "default" && o) x.value = o->default_value;
     if (!special[i].empty() && special[i] != "default" && o && o->live)
-      return fail(error_kind::rejected, "tune: option '" + x.name + "': " + special[i] +
+      return fail(error_kind::rejected, "option '" + x.name + "': " + special[i] +
                                             " is out of range [" + std::to_string(o->min) + ", " +
                                             std::to_string(o->max) + "]; nothing applied");
     std::string err;
     if (!memlive::check_assignment(x, before.options, &err))
-      return fail(error_kind::rejected, "tune: " + err + "; nothing applied");
+      return fail(error_kind::rejected, err + "; nothing applied");
   }
   std::uint64_t generation = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -577,12 +589,12 @@ int cmd_tune(const args& a) {
     if (!seg->set_option(want[i].name, want[i].value, &err, &g))
       return fail(
           error_kind::rejected,
-          "tune: " + err + (i ? " (the options before it were stored)" : "; nothing applied"));
+          err + (i ? " (the options before it were stored)" : "; nothing applied"));
     if (g > generation) generation = g;
   }
   const bool validated = seg->wait_validated(generation, 2000);
   if (!validated && !seg->process_alive())  // not pending: nobody is left to apply it
-    return fail(error_kind::no_process, "tune: process " + std::to_string(a.pid) +
+    return fail(error_kind::no_process, "process " + std::to_string(a.pid) +
                                             " exited before it validated the values");
   rd::snapshot after = seg->take();
   if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
@@ -670,14 +682,14 @@ bool write_all(int fd, const std::string& s) {
 }
 
 int cmd_record(const args& a) {
-  if (!a.have_pid) return usage_error("record: --pid N is required", kRecordHelp);
-  if (a.interval_ms < 0) return usage_error("record: --interval MS is required", kRecordHelp);
+  if (!a.have_pid) return usage_error("--pid N is required", kRecordHelp);
+  if (a.interval_ms < 0) return usage_error("--interval MS is required", kRecordHelp);
   if (a.interval_ms < 10 || a.interval_ms > 86400000)
-    return usage_error("record: --interval must be from 10 to 86400000 ms", kRecordHelp);
-  if (a.out.empty()) return usage_error("record: --out FILE is required", kRecordHelp);
+    return usage_error("--interval must be from 10 to 86400000 ms", kRecordHelp);
+  if (a.out.empty()) return usage_error("--out FILE is required", kRecordHelp);
   if (a.count > 0 && a.duration_s > 0)
-    return usage_error("record: give --count or --duration, not both", kRecordHelp);
-  if (!a.positional.empty()) return usage_error("record: unexpected '" + a.positional[0] + "'");
+    return usage_error("give --count or --duration, not both", kRecordHelp);
+  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
@@ -751,15 +763,15 @@ int cmd_record(const args& a) {
 }
 
 int cmd_serve(const args& a) {
-  if (!a.have_pid) return usage_error("serve: --pid N is required", kServeHelp);
-  if (!a.positional.empty()) return usage_error("serve: unexpected '" + a.positional[0] + "'");
+  if (!a.have_pid) return usage_error("--pid N is required", kServeHelp);
+  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   memlive::options opts;
   opts.host = a.host;
   opts.port = static_cast<int>(a.port);
   if (a.interval_ms >= 0) {
     if (a.interval_ms < memlive::detail::kMinStreamMs ||
         a.interval_ms > memlive::detail::kMaxStreamMs)
-      return usage_error("serve: --interval must be from 50 to 60000 ms", kServeHelp);
+      return usage_error("--interval must be from 50 to 60000 ms", kServeHelp);
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
   // Writable when we may (POST /api/options tunes), else read-only.
@@ -783,12 +795,12 @@ int cmd_serve(const args& a) {
     switch (st.error) {
       case memlive::start_error::port_in_use:
         return fail(error_kind::port_in_use,
-                    "serve: " + st.message + "; choose another with --port (0: any free port)");
+                    st.message + "; choose another with --port (0: any free port)");
       case memlive::start_error::bad_host:
       case memlive::start_error::bad_options:
-        return usage_error("serve: " + st.message, kServeHelp);
+        return usage_error(st.message, kServeHelp);
       default:
-        return fail(static_cast<error_kind>(1), "serve: " + st.message);
+        return fail(static_cast<error_kind>(1), st.message);
     }
   }
   std::printf("memlive: serving process %d at http://%s:%d/ (Ctrl-C stops)%s\n", a.pid,
@@ -909,38 +921,38 @@ int end_child(pid_t pid) {
 
 int cmd_run(const args& a) {
   if (!a.positional.empty())
-    return usage_error("run: unexpected '" + a.positional[0] + "' (the program goes after --)",
+    return usage_error("unexpected '" + a.positional[0] + "' (the program goes after --)",
                        kRunHelp);
   if (a.program.empty())
-    return usage_error("run: no program given (memlive run [options] -- program args)", kRunHelp);
+    return usage_error("no program given (memlive run [options] -- program args)", kRunHelp);
   memlive::options opts;
   opts.host = a.host;
   opts.port = static_cast<int>(a.port);
   if (a.interval_ms >= 0) {
     if (a.interval_ms < memlive::detail::kMinStreamMs ||
         a.interval_ms > memlive::detail::kMaxStreamMs)
-      return usage_error("run: --interval must be from 50 to 60000 ms", kRunHelp);
+      return usage_error("--interval must be from 50 to 60000 ms", kRunHelp);
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
   in_addr addr{};
   if (!memlive::detail::parse_ipv4(opts.host, &addr))
-    return usage_error("run: host '" + opts.host + "' is not an IPv4 address (or localhost)",
+    return usage_error("host '" + opts.host + "' is not an IPv4 address (or localhost)",
                        kRunHelp);
   if (addr.s_addr == htonl(INADDR_ANY))
-    return usage_error("run: host 0.0.0.0 (every interface) is refused: give one address of "
+    return usage_error("host 0.0.0.0 (every interface) is refused: give one address of "
                        "this machine (or 127.0.0.1)",
                        kRunHelp);
   std::string lib, err;
-  if (!find_library(a.lib, &lib, &err)) return usage_error("run: " + err);
+  if (!find_library(a.lib, &lib, &err)) return usage_error(err);
   // A port or host the server cannot listen on is found before the program starts (and again
   // by start(), below): the program must not run, and be killed, for a mistyped option.
   if (const int e = memlive::detail::probe_bind(addr, opts.port); e == EADDRINUSE) {
-    return fail(error_kind::port_in_use, "run: port " + std::to_string(opts.port) + " on " +
+    return fail(error_kind::port_in_use, "port " + std::to_string(opts.port) + " on " +
                                              opts.host +
                                              " is in use; choose another with --port "
                                              "(0: any free port)");
   } else if (e != 0) {
-    return usage_error("run: cannot listen on " + opts.host + ":" + std::to_string(opts.port) +
+    return usage_error("cannot listen on " + opts.host + ":" + std::to_string(opts.port) +
                            ": " + strerror(e),
                        kRunHelp);
   }
@@ -968,13 +980,13 @@ int cmd_run(const args& a) {
   catch_stop_signals();
 
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return fail(static_cast<error_kind>(1), "run: pipe failed");
+  if (pipe2(fds, O_CLOEXEC) != 0) return fail(static_cast<error_kind>(1), "pipe failed");
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t self = getpid();
   const pid_t pid = fork();
   if (pid < 0)
-    return fail(static_cast<error_kind>(1), std::string("run: fork: ") + strerror(errno));
+    return fail(static_cast<error_kind>(1), std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -998,8 +1010,8 @@ int cmd_run(const args& a) {
     int ws = 0;
     waitpid(pid, &ws, 0);
     const bool missing = exec_errno == ENOENT;
-    std::fprintf(stderr, "memlive: run: cannot start '%s': %s\n", a.program[0].c_str(),
-                 missing ? "program not found" : strerror(exec_errno));
+    error_line("cannot start '" + a.program[0] + "': " +
+               (missing ? "program not found" : strerror(exec_errno)));
     return missing ? 127 : 126;
   }
 
@@ -1056,8 +1068,8 @@ int cmd_run(const args& a) {
     end_child(pid);
     if (st.error == memlive::start_error::port_in_use)
       return fail(error_kind::port_in_use,
-                  "run: " + st.message + "; choose another with --port (0: any free port)");
-    return fail(static_cast<error_kind>(1), "run: " + st.message);
+                  st.message + "; choose another with --port (0: any free port)");
+    return fail(static_cast<error_kind>(1), st.message);
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
                printable(a.program[0]).c_str(), opts.host.c_str(), st.port);
@@ -1099,11 +1111,10 @@ int cmd_run(const args& a) {
 
 // What was printed must have reached stdout (a full disk, /dev/full): else say so and exit 1. A
 // verb that failed has said why already (snapshot and record check their writes).
-int flushed(const std::string& who, int code) {
-  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-    std::fprintf(stderr, "%s: writing stdout: %s\n", who.c_str(), errno ? strerror(errno) : "error");
-    return 1;
-  }
+int flushed(int code) {
+  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+    return fail(static_cast<error_kind>(1),
+                std::string("writing stdout: ") + (errno ? strerror(errno) : "error"));
   return code;
 }
 
@@ -1143,21 +1154,22 @@ int main(int argc, char** argv) {
       for (const verb_info& v : kVerbs)
         if (std::strcmp(argv[2], v.name) == 0) {
           std::printf("%s", v.help);
-          return flushed("memlive", 0);
+          return flushed(0);
         }
       return usage_error("unknown verb '" + std::string(argv[2]) + "'", kUsage);
     }
     std::printf("%s", kUsage);
-    return flushed("memlive", 0);
+    return flushed(0);
   }
   if (verb == "--version") {
     if (argc > 2) return usage_error("--version takes no arguments");
     std::printf("memlive %s (telemetry layout version %u)\n", memlive::version_string().c_str(),
                 livealloc::telemetry::kVersion);
-    return flushed("memlive", 0);
+    return flushed(0);
   }
   for (const verb_info& v : kVerbs) {
     if (verb != v.name) continue;
+    g_verb = v.name;
     args a;
     std::string err;
     int end = argc;  // run: the program's command line follows "--"
@@ -1168,15 +1180,12 @@ int main(int argc, char** argv) {
           for (int k = i + 1; k < argc; ++k) a.program.push_back(argv[k]);
           break;
         }
-    if (!parse_args(end, argv, 2, v.options, &a, &err)) {
-      std::fprintf(stderr, "memlive %s: %s\n%s", v.name, err.c_str(), v.help);
-      return static_cast<int>(error_kind::usage);
-    }
+    if (!parse_args(end, argv, 2, v.options, &a, &err)) return usage_error(err, v.help);
     if (a.help) {
       std::printf("%s", v.help);
-      return flushed(std::string("memlive ") + v.name, 0);
+      return flushed(0);
     }
-    return flushed(std::string("memlive ") + v.name, v.run(a));
+    return flushed(v.run(a));
   }
   return usage_error("unknown verb '" + verb + "'", kUsage);
 }

@@ -583,7 +583,8 @@ def check_errors(ml, workload_pid, tmp):
     for verb in (["snapshot"], ["tune", "page_recycle=1"],
                  ["record", "--interval", "10", "--out", os.path.join(tmp, "x")]):
         r = run([ml, verb[0], "--pid", str(dead)] + verb[1:])
-        check(r.returncode == 3 and "no process" in r.stderr,
+        check(r.returncode == 3 and "no process" in r.stderr and
+              r.stderr.startswith("memlive: %s: " % verb[0]),  # (was "memlive: no process...")
               "%s of pid %d that does not exist: exit 3 (got %d: %s)" %
               (verb[0], dead, r.returncode, r.stderr.strip()))
     me = os.getpid()
@@ -644,10 +645,17 @@ def check_errors(ml, workload_pid, tmp):
          "--lib PATH"),
         (["run", "--port", "0", "true"], "the program goes after --"),
     ]
+    verbs = ("list", "snapshot", "tune", "record", "serve", "run")
     for args, says in usage:
         r = run([ml] + args)
-        check(r.returncode == 2 and says in r.stderr,
-              "usage %s: exit 2, %r (got %d: %s)" % (args, says, r.returncode, r.stderr.strip()))
+        # One pattern for every error line: "memlive: VERB: ..." (an option's error said
+        # "memlive VERB: ..."), "memlive: ..." without a verb.
+        verb = args[0] if args and args[0] in verbs else None
+        start = "memlive: %s: " % verb if verb else "memlive: "
+        check(r.returncode == 2 and says in r.stderr and r.stderr.startswith(start) and
+              not (verb and r.stderr.startswith(start + verb + ": ")),
+              "usage %s: exit 2, %r, %r first (got %d: %s)" % (args, says, start, r.returncode,
+                                                             r.stderr.strip()))
     r = run([ml, "--help"])
     check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout
           and "8  serve: the port is in use" in r.stdout,
