@@ -6,7 +6,8 @@
 #
 # Usage: examples/run-demo.sh [--port P] [--seconds N] [--no-build] [--build DIR] [-- demo options]
 #   --port P      the page's port (default 8080; 0 picks a free one)
-#   --seconds N   stop after N seconds instead of at Ctrl-C
+#   --seconds N   stop after N seconds instead of at Ctrl-C (so does a demo bounded by its own
+#                 --seconds or --requests: the script ends with it)
 #   --no-build    skip setup and build (use what the build directory holds)
 #   --build DIR   the build directory (default: build/ in the repository)
 #   demo options  passed to demo_workload (--workers N, --producers N, --rate N, --cache-mib N;
@@ -20,7 +21,7 @@ seconds=""
 do_build=1
 demo_args=()
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while (($# > 0)); do
   case "$1" in
     --port)
@@ -71,15 +72,19 @@ while (($# > 0)); do
   esac
 done
 
-# One bound or the other (demo_workload refuses both): say so before anything is started.
-if [[ -n "$seconds" ]]; then
-  for a in "${demo_args[@]}"; do
-    if [[ "$a" == --requests ]]; then
-      echo "run-demo: --seconds and the demo's --requests cannot be used together" >&2
-      exit 2
-    fi
-  done
-fi
+# A demo bounded by its own --requests or --seconds (given after --) ends by itself, and so must
+# the script: memlive run then stops with it (--exit-when-done), as for the script's --seconds;
+# it kept serving the demo's last state until Ctrl-C. One bound or the other (demo_workload
+# refuses both): say so before anything is started.
+bounded=""
+[[ -n "$seconds" ]] && bounded=1
+for a in "${demo_args[@]}"; do
+  if [[ "$a" == --requests && -n "$seconds" ]]; then
+    echo "run-demo: --seconds and the demo's --requests cannot be used together" >&2
+    exit 2
+  fi
+  if [[ "$a" == --requests || "$a" == --seconds ]]; then bounded=1; fi
+done
 
 # --no-build uses a build that exists: a mistyped --build must not leave a new empty folder
 # behind (it did, before the message that memlive was missing there).
@@ -124,10 +129,8 @@ fi
 url="http://127.0.0.1:$port"
 [[ "$port" == 0 ]] && url="(the address memlive prints below)"
 memlive_args=(run --port "$port")
-if [[ -n "$seconds" ]]; then
-  memlive_args+=(--exit-when-done)
-  demo_args=(--seconds "$seconds" "${demo_args[@]}")
-fi
+[[ -n "$bounded" ]] && memlive_args+=(--exit-when-done)
+[[ -n "$seconds" ]] && demo_args=(--seconds "$seconds" "${demo_args[@]}")
 [[ "$port" != 0 ]] && demo_args=(--url "$url" "${demo_args[@]}")
 
 echo "run-demo: starting the demo under livealloc; open $url in a browser"
