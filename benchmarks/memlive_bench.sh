@@ -38,6 +38,14 @@ done
 [[ $reps =~ ^0*[0-9]{1,3}$ ]] && ((10#$reps >= 1 && 10#$reps <= 100)) ||
   { echo "memlive_bench.sh: --reps must be an integer from 1 to 100 (got '$reps')" >&2; exit 2; }
 reps=$((10#$reps))
+# A --build-dir that is not a folder (with --no-build, one that does not exist: a typo) is a usage
+# error, as in run.sh: it ended as a missing bench_memlive, exit 1, as if the build were broken.
+if [ ! -d "$build" ] && { [ "$do_build" = 0 ] || [ -e "$build" ]; }; then
+  why=""
+  [ "$do_build" = 1 ] || why=" (--no-build uses an existing build)"
+  echo "memlive_bench.sh: --build-dir $build: not a directory$why" >&2
+  exit 2
+fi
 
 # Interrupted (Ctrl-C, SIGTERM, or SIGHUP from a closed terminal), as run.sh is: the program of
 # the moment and everything it started are ended, the partial CSV goes to *-failed.csv (the last

@@ -151,17 +151,26 @@ def main():
         if not all(code in help_text for code in ("  0  ", "  1  ", "  2  ", "usage error")):
             failures.append("run.sh --help does not document the exit codes 0, 1 and 2")
         # memlive_bench.sh: the same refusals, before it builds or measures anything.
-        mlb = [os.path.join(HERE, "memlive_bench.sh"), "--no-build", "--build-dir", build]
-        for extra, want in ((["--reps", "0"], "--reps must be an integer from 1 to 100"),
-                            (["--reps", "2x"], "--reps must be an integer"),
-                            (["--out"], "--out needs a value"),
-                            (["--bogus"], "unknown option --bogus"),
-                            # a file, not a folder: was mkdir's own message, exit 1
-                            (["--out", os.path.abspath(__file__)], "cannot write there")):
-            out = subprocess.run(mlb + extra, capture_output=True, text=True, timeout=60)
-            if out.returncode != 2 or want not in out.stderr:
-                failures.append("memlive_bench.sh %s: exit %d, stderr %r (want 2 and %r)" % (
-                    " ".join(extra), out.returncode, out.stderr.strip()[-300:], want))
+        script = os.path.join(HERE, "memlive_bench.sh")
+        mlb = [script, "--no-build", "--build-dir", build]
+        typo = os.path.join(out_dir, "typo")
+        for args, want in ((mlb + ["--reps", "0"], "--reps must be an integer from 1 to 100"),
+                           (mlb + ["--reps", "2x"], "--reps must be an integer"),
+                           (mlb + ["--out"], "--out needs a value"),
+                           (mlb + ["--bogus"], "unknown option --bogus"),
+                           # a file, not a folder: was mkdir's own message, exit 1
+                           (mlb + ["--out", os.path.abspath(__file__)], "cannot write there"),
+                           # were a missing bench_memlive, exit 1; and cmake's errors
+                           (mlb + ["--build-dir", typo], "--build-dir %s: not a directory" % typo),
+                           ([script, "--build-dir", a_file],
+                            "--build-dir %s: not a directory" % a_file)):
+            out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            lines = out.stderr.strip().splitlines()
+            if out.returncode != 2 or want not in out.stderr or len(lines) != 1 or \
+                    not lines[0].startswith("memlive_bench.sh: "):
+                failures.append("memlive_bench.sh %s: exit %d, stderr %r (want 2 and one line %r)"
+                                % (" ".join(args[1:]), out.returncode, out.stderr.strip()[-300:],
+                                   want))
 
     # bench.py's readers of results and summary files: a bad file is named in one line of
     # stderr, never a traceback, and nothing is written.
