@@ -4388,9 +4388,16 @@ LIVEALLOC_EXPORT int daemon(int nochdir, int noclose) noexcept {
 // preloaded allocator starts when the library loads if LIVEALLOC_PROFILE asks for a segment: the
 // new image's replaces the old name at once and is removed at its exit. (Without it there is no
 // name to replace, and a program that never allocates keeps the start-up it had.)
+// LIVEALLOC_VERBOSE, unless false, starts it too, so that it prints the options in effect (and a
+// bad value's warning) for every program: one that never allocates (`true`) printed nothing, as
+// if the library were not loaded. Unset, it costs one more getenv.
 __attribute__((constructor)) static void livealloc_preload_start() {
   const char* profile = getenv("LIVEALLOC_PROFILE");
-  if (profile && *profile && strcmp(profile, "0") != 0) livealloc_abi::process_init();
+  const char* verbose = getenv("LIVEALLOC_VERBOSE");
+  long long v = 0;
+  if ((profile && *profile && strcmp(profile, "0") != 0) ||
+      (verbose && !(livealloc_abi::parse_value(verbose, true, &v) && v == 0)))
+    livealloc_abi::process_init();
 }
 #endif
 

@@ -171,29 +171,41 @@ TEST_CASE("LIVEALLOC_VERBOSE prints every option with where its value came from"
 }
 
 #ifdef LIVEALLOC_PRELOAD_PATH
-TEST_CASE("a preloaded program reads the environment at start") {
+// Runs `program` (no arguments) under the preloaded library with only `env` (and LD_PRELOAD) in
+// its environment; returns what it wrote on stderr, and its wait status in *status.
+static std::string run_preloaded(const char* program, std::vector<std::string> env,
+                                 int* status) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  std::string preload = std::string("LD_PRELOAD=") + LIVEALLOC_PRELOAD_PATH;
-  char* argv[] = {const_cast<char*>("/usr/bin/env"), nullptr};
-  char* envp[] = {const_cast<char*>(preload.c_str()), const_cast<char*>("LIVEALLOC_VERBOSE=1"),
-                  const_cast<char*>("LIVEALLOC_PAGE_RECYCLE=7"),
-                  const_cast<char*>("LIVEALLOC_REMOTE_BATCH=lots"), nullptr};
+  env.push_back(std::string("LD_PRELOAD=") + LIVEALLOC_PRELOAD_PATH);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(&e[0]);
+  envp.push_back(nullptr);
+  char* argv[] = {const_cast<char*>(program), nullptr};
   pid_t pid;
-  REQUIRE(posix_spawn(&pid, "/usr/bin/env", &fa, nullptr, argv, envp) == 0);
+  REQUIRE(posix_spawn(&pid, program, &fa, nullptr, argv, envp.data()) == 0);
   close(fds[1]);
   std::string err;
   char buf[4096];
   ssize_t n;
   while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  *status = 0;
+  waitpid(pid, status, 0);
   posix_spawn_file_actions_destroy(&fa);
+  return err;
+}
+
+TEST_CASE("a preloaded program reads the environment at start") {
+  int status = 0;
+  std::string err = run_preloaded("/usr/bin/env",
+                                  {"LIVEALLOC_VERBOSE=1", "LIVEALLOC_PAGE_RECYCLE=7",
+                                   "LIVEALLOC_REMOTE_BATCH=lots"},
+                                  &status);
   INFO(err);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
@@ -201,6 +213,23 @@ TEST_CASE("a preloaded program reads the environment at start") {
         std::string::npos);
   CHECK(err.find("livealloc: page_recycle = 7 (from LIVEALLOC_PAGE_RECYCLE)") != std::string::npos);
   CHECK(err.find("livealloc: remote_batch = 32 (default)") != std::string::npos);
+}
+
+// The allocator started at its first call, so a program that never calls malloc (/bin/true)
+// printed nothing, and LIVEALLOC_VERBOSE could not tell whether the library was loaded at all.
+TEST_CASE("LIVEALLOC_VERBOSE speaks at load, also for a program that never allocates") {
+  int status = 0;
+  std::string err = run_preloaded("/bin/true", {"LIVEALLOC_VERBOSE=1"}, &status);
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(err.find("livealloc: verbose = 1 (from LIVEALLOC_VERBOSE)") != std::string::npos);
+  CHECK(err.find("livealloc: page_recycle = 2 (default)") != std::string::npos);
+  // A bad value is reported there too; an unset or false one says nothing.
+  err = run_preloaded("/bin/true", {"LIVEALLOC_VERBOSE=maybe"}, &status);
+  CHECK(err.find("LIVEALLOC_VERBOSE='maybe' is not 0/1") != std::string::npos);
+  CHECK(run_preloaded("/bin/true", {"LIVEALLOC_VERBOSE=off"}, &status).empty());
+  CHECK(run_preloaded("/bin/true", {}, &status).empty());
 }
 #endif
 
