@@ -83,6 +83,11 @@ for a in "${demo_args[@]}"; do
     echo "run-demo: --seconds and the demo's --requests cannot be used together" >&2
     exit 2
   fi
+  # Both went to the demo, whose last --seconds won: the script's was dropped without a word.
+  if [[ "$a" == --seconds && -n "$seconds" ]]; then
+    echo "run-demo: --seconds given twice, to the script and to the demo (after --)" >&2
+    exit 2
+  fi
   if [[ "$a" == --requests || "$a" == --seconds ]]; then bounded=1; fi
 done
 
