@@ -24,9 +24,7 @@
 #ifndef LIVEALLOC_H
 #define LIVEALLOC_H
 
-#ifdef LIVEALLOC_PRELOAD
 #include <dlfcn.h>
-#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -2665,6 +2663,21 @@ inline void fork_child() noexcept {
   g.heaps_owned.store(owned, std::memory_order_relaxed);
 }
 
+// A copy of the allocator in a shared library (a plugin that includes this header) must stay
+// loaded once it has started: every thread that used it runs on_thread_exit when it ends, and the
+// blocks and heaps it handed out are its code's. A g++ build with default visibility is kept
+// loaded by its unique symbols (the inline variables), but one with -fvisibility=hidden, or built
+// by clang, was unloaded by dlclose, and the next such thread to exit died calling the unmapped
+// key destructor. RTLD_NODELETE on the object that holds the destructor keeps it, as those
+// symbols do. (Only in code compiled for a shared library; it may allocate: after init.)
+inline void keep_loaded() noexcept {
+#if defined(__PIC__) && !defined(__PIE__) && !defined(LIVEALLOC_PRELOAD)
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&on_thread_exit), &self) != 0 && self.dli_fname)
+    (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+#endif
+}
+
 // Once per process, on the first allocation. Nothing here may allocate.
 inline bool process_init() noexcept {
   if (LIVEALLOC_LIKELY(g.init.load(std::memory_order_acquire) == 2)) return true;
@@ -2679,6 +2692,7 @@ inline bool process_init() noexcept {
     g.init.store(2, std::memory_order_release);
     // After init is marked done: these may call malloc.
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    keep_loaded();
     if (option(opt_verbose)) print_options();
     if (option(opt_profile)) {
       int err = table_enable();
