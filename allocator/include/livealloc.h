@@ -2757,7 +2757,10 @@ inline heap* heap_new() noexcept {
 
 // The calling thread's heap: an exited thread's from the pool, else a new one. `arm` sets the key,
 // so that the thread's exit gives the heap back (allocate_exiting borrows one without it).
+// errno stays as it was: a thread's first call may be free(), which must not change it (POSIX),
+// and reserving its slot in a full /dev/shm failed with ENOSPC (callers that fail set ENOMEM).
 LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
+  errno_keeper errno_kept;
   if (!process_init()) return nullptr;
   // process_init's atfork and atexit registrations may allocate, and so give this thread a heap.
   if (tls_heap != &g_empty_heap) return tls_heap;

@@ -4,11 +4,14 @@
 // write a pattern, free blocks their neighbour allocated (cross-thread frees write the free
 // matrix) and check every byte. A thread that writes a page of the segment tmpfs cannot supply
 // dies of SIGBUS; with the fix the threads without room share the overflow slot. Exits 0 when
-// every thread and the child checked out, 1 with a line per failure.
+// every thread and the child checked out, 1 with a line per failure. Each thread's first call is
+// a free (of a block the starting thread made), which takes the thread's heap and slot there: it
+// must leave errno as it was (POSIX), also when the slot finds no room.
 //
 // `shm_threads --layout` prints the running segment's slots_offset, slot_size and slot_count
 // (read from its own /dev/shm/livealloc.<pid>, offsets from allocator/TELEMETRY.md), so the
 // script can size its tmpfs from the real layout.
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -29,8 +32,12 @@ struct worker {
   unsigned char* blocks[kBlocks] = {};
   std::size_t sizes[kBlocks] = {};
   worker* neighbour = nullptr;
+  void* gift = nullptr;    // the starting thread's block, freed first
+  int free_errno = 0;      // errno after that free, when it changed
   bool ok = true;
 };
+
+constexpr int kErrnoMark = 4242;  // no errno value
 
 pthread_barrier_t g_barrier;
 
@@ -49,6 +56,9 @@ bool check_blocks(const worker& w) {
 
 void* run(void* arg) {
   auto* w = static_cast<worker*>(arg);
+  errno = kErrnoMark;
+  std::free(w->gift);  // the thread's first call: its heap and slot are taken here
+  if (errno != kErrnoMark) w->free_errno = errno;
   for (int i = 0; i < kBlocks; ++i) {
     // 16 bytes to 16 KiB across the small classes, and a large block now and then.
     w->sizes[i] = i % 50 == 49 ? std::size_t(1) << 20 : std::size_t(16) << (i % 11);
@@ -76,6 +86,7 @@ bool phase(const char* who, int n) {
   for (int i = 0; i < n; ++i) {
     workers[i].id = i;
     workers[i].neighbour = &workers[(i + 1) % n];
+    workers[i].gift = std::malloc(64);
   }
   for (; started < n; ++started)
     if (pthread_create(&threads[started], nullptr, run, &workers[started]) != 0) break;
@@ -88,6 +99,11 @@ bool phase(const char* who, int n) {
     pthread_join(threads[i], nullptr);
     if (!workers[i].ok) {
       std::printf("FAIL  %s: thread %d found its blocks changed or missing\n", who, i);
+      ok = false;
+    }
+    if (workers[i].free_errno != 0) {
+      std::printf("FAIL  %s: thread %d: its first free() set errno to %d (%s)\n", who, i,
+                  workers[i].free_errno, std::strerror(workers[i].free_errno));
       ok = false;
     }
   }
