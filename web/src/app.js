@@ -1432,9 +1432,10 @@
     const overflow = s.process.overflow_threads || 0;
     // The program's threads; memlive's own (its server inside the program, memlive::start()),
     // which the threads table marks [memlive], apart: some 25 of them made 21 threads read 46.
+    // A process that is gone has no live thread, in the overflow slot neither.
     setText("f-threads", fmtInt(live.aliveThreads) +
       (live.aliveMemlive ? " (+" + fmtInt(live.aliveMemlive) + " memlive)" : "") +
-      (overflow ? " + " + fmtInt(overflow) + " overflow" : ""));
+      (overflow && s.alive !== false ? " + " + fmtInt(overflow) + " overflow" : ""));
     setText("threads-overflow", overflow ? "+" + fmtInt(overflow) + " thread" + (overflow > 1 ? "s" : "") +
       " (since the start) found no slot of their own and share the overflow slot" : "");
     setText("f-live", fmtBytes(s.process.live_bytes));

@@ -717,7 +717,7 @@ try {
   }
   const rowsAfter = await page.$$eval("#threads tbody tr", (trs) => trs.map((tr) => tr.children[2].dataset.value));
   check(ended && later && later.uptime === ended.uptime && later.points === ended.points &&
-    (await page.textContent("#f-threads")).startsWith("0") && rowsAfter.length > 0 && !rowsAfter.includes("alive"),
+    (await page.textContent("#f-threads")) === "0" && rowsAfter.length > 0 && !rowsAfter.includes("alive"),
     "a killed program shows as gone: no live threads, uptime frozen, no new chart points",
     JSON.stringify({ ended, later, rowsAfter, threads: await page.textContent("#f-threads") }));
   // Its exported last state says what the page says: the threads running at the kill ended with
