@@ -643,12 +643,13 @@ void on_signal(int) {
 
 using rd::detail::monotonic_ms;
 
-// SIGINT and SIGTERM set g_stop. Interrupted system calls restart (a write to a full pipe, the
-// read of the exec status, waitpid): every wait polls g_stop in slices of at most 20 ms anyway.
-void catch_stop_signals() {
+// SIGINT and SIGTERM set g_stop. Interrupted system calls restart (the read of the exec status,
+// waitpid): every wait polls g_stop in slices of at most 20 ms anyway. Not with `restart` false:
+// record's write to a full pipe whose reader does not read waits without end, and must fail.
+void catch_stop_signals(bool restart = true) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = restart ? SA_RESTART : 0;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -667,16 +668,21 @@ void sleep_until(std::uint64_t deadline_ms) {
   }
 }
 
-// Writes all of `s` to `fd`; false with errno set when a write fails.
-bool write_all(int fd, const std::string& s) {
-  for (std::size_t done = 0; done < s.size();) {
-    const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
+// Writes all of `s` to `fd`; false with errno set when a write fails, EINTR when a stop signal
+// came first or while a write waited (*done: the bytes of `s` written).
+bool write_all(int fd, const std::string& s, std::size_t* done) {
+  for (*done = 0; *done < s.size();) {
+    if (g_stop) {
+      errno = EINTR;
+      return false;
+    }
+    const ssize_t w = ::write(fd, s.data() + *done, s.size() - *done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       if (w == 0) errno = EIO;
       return false;
     }
-    done += static_cast<std::size_t>(w);
+    *done += static_cast<std::size_t>(w);
   }
   return true;
 }
@@ -700,7 +706,7 @@ int cmd_record(const args& a) {
                             : ::open(a.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (out < 0) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
 
-  catch_stop_signals();
+  catch_stop_signals(false);
   signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, a write fails (EFBIG) and is reported
   signal(SIGPIPE, SIG_IGN);  // a reader of --out - that goes away: EPIPE, reported
 
@@ -734,10 +740,16 @@ int cmd_record(const args& a) {
     line.clear();
     memlive::append_json(line, s);
     line.push_back('\n');
-    if (!write_all(out, line)) {
+    std::size_t sent = 0;
+    if (!write_all(out, line, &sent)) {
       const int e = errno;
       // A full disk or a size limit must not leave half a line for readers to trip on.
       const bool cut = !to_stdout && ftruncate(out, complete) == 0;
+      if (e == EINTR && g_stop) {  // a pipe cannot take a line back
+        why = "stopped by a signal";
+        if (sent > 0 && !cut) why += "; its reader did not read: the last line is cut short";
+        break;
+      }
       result = fail(static_cast<error_kind>(1),
                     a.out + ": " + strerror(e) + "; stopped after " + std::to_string(written) +
                         " complete sample" + (written == 1 ? "" : "s") +

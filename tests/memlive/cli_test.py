@@ -809,6 +809,37 @@ def check_errors(ml, workload_pid, tmp):
     check(p.returncode == 1 and b"Broken pipe" in err,
           "record --out - into a closed pipe: exit 1, says why (got %d: %s)" %
           (p.returncode, err.strip()[:200]))
+    # A reader that stops reading: once the pipe is full, record waits in write(); SIGTERM must
+    # still stop it (it waited in the restarted write for as long as the reader did not read).
+    p = subprocess.Popen([ml, "record", "--pid", str(workload_pid), "--interval", "10",
+                          "--out", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    blocked = False
+    deadline = time.monotonic() + TIMEOUT
+    while not blocked and p.poll() is None and time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/wchan" % p.pid) as f:
+                blocked = "pipe_write" in f.read()
+        except OSError:
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    data = p.stdout.read()
+    err = p.stderr.read()
+    lines = data.split(b"\n")
+    try:
+        whole = all(json.loads(l)["pid"] == workload_pid for l in lines[:-1])
+    except ValueError:
+        whole = False
+    cut = lines[-1] != b""
+    check(blocked and p.returncode == 0 and b"stopped by a signal" in err and whole and
+          len(lines) > 1 and cut == (b"last line is cut short" in err),
+          "record --out - into a pipe nobody reads: SIGTERM stops it, exit 0, whole lines, a cut "
+          "last line said (blocked %s, got %s: %s)" % (blocked, p.returncode, err.strip()[:200]))
 
     # Output that cannot be written is an error, not a silent exit 0.
     for verb in (["list"], ["tune", "--pid", str(workload_pid), "remote_batch=32"],
