@@ -721,8 +721,9 @@ int cmd_record(const args& a) {
   off_t complete = 0;  // bytes of the file in whole lines
   std::string why = "done";
   int result = 0;
-  for (std::uint64_t next = start;; next += std::uint64_t(a.interval_ms)) {
-    sleep_until(next);
+  const std::uint64_t interval = std::uint64_t(a.interval_ms);
+  for (std::uint64_t tick = start;;) {
+    sleep_until(tick);
     if (g_stop) {
       why = "stopped by a signal";
       break;
@@ -764,7 +765,12 @@ int cmd_record(const args& a) {
       break;
     }
     if (a.count > 0 && written >= a.count) break;
-    if (end && monotonic_ms() + std::uint64_t(a.interval_ms) > end) break;
+    const std::uint64_t now = monotonic_ms();
+    if (end && now + interval > end) break;
+    // The next tick still ahead: one held up (SIGSTOP, a debugger, samples slower than the
+    // interval) skips the ticks it missed instead of taking them all at once.
+    tick += interval;
+    if (tick <= now) tick = start + ((now - start) / interval + 1) * interval;
   }
   if (!to_stdout && ::close(out) != 0 && result == 0)
     result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));

@@ -377,6 +377,31 @@ def check_record(ml, pid, tmp):
     check(p.returncode == 0 and ok and "stopped by a signal" in err,
           "record + SIGINT: exit 0, %d complete JSON lines, says so (%s)" % (len(lines), err.strip()))
 
+    # A record held up (SIGSTOP here; a debugger, a slow disk) skips the ticks it
+    # missed: it took them all at once when it went on (3 s stopped at 100 ms: 30 samples in a
+    # burst). After the longest gap, a second holds at most its 10 ticks and one more (load only
+    # spaces samples further apart).
+    out_stall = os.path.join(tmp, "rec_stall.jsonl")
+    p = subprocess.Popen([ml, "record", "--pid", str(pid), "--interval", "100", "--out",
+                          out_stall], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + TIMEOUT
+    while p.poll() is None and time.monotonic() < deadline and (
+            not os.path.exists(out_stall) or open(out_stall).read().count("\n") < 2):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(3)
+    p.send_signal(signal.SIGCONT)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    err, lines = finish_record(p, out_stall)
+    taken = [json.loads(l)["taken_ns"] for l in lines]
+    gaps = [b - a for a, b in zip(taken, taken[1:])]
+    after = taken[gaps.index(max(gaps)) + 1:] if gaps else []
+    burst = sum(1 for t in after if t - after[0] < 1000000000)
+    check(p.returncode == 0 and max(gaps or [0]) >= 2000000000 and 1 <= burst <= 11,
+          "record held up 3 s at --interval 100: no burst of the missed samples when it goes on "
+          "(%d samples in the second after, %d in all: %s)" % (burst, len(taken), err.strip()))
+
     # A file size limit (as a full disk would) stops it mid-line: an error, exit 1, and the file
     # keeps only whole lines.
     size = len(open(out, "rb").read().splitlines()[0]) + 1
