@@ -237,7 +237,8 @@ struct segment_entry {
   bool stale = false;  // remove_stale would remove it
   bool valid = false;  // the segment opened and validated; otherwise `error` says why
   std::string error;
-  std::uint32_t threads_alive = 0;
+  std::uint32_t threads_alive = 0;  // of the slots: the overflow slot's threads are not told
+  std::uint64_t overflow_threads = 0;  // heaps made without a slot (snapshot::overflow_threads)
   std::uint64_t start_ns = 0;
 };
 
@@ -1212,6 +1213,7 @@ inline std::vector<segment_entry> list_segments(const std::string& dir, std::str
       entry.program = s.program;
       entry.start_ns = s.start_ns;
       entry.threads_alive = s.threads_alive();
+      entry.overflow_threads = s.overflow_threads;
       if (entry.valid) entry.alive = s.process_alive;
     }
     struct stat st;

@@ -433,6 +433,7 @@ int cmd_list(const args& a) {
   std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
   if (!err.empty()) return fail(error_kind::permission, "cannot read " + a.dir + ": " + err);
   int stale = 0;
+  bool overflow = false;  // a process with more threads than slots: its count is a lower bound
   if (entries.empty()) {
     std::printf("no process publishes a livealloc telemetry segment in %s\n", a.dir.c_str());
   } else {
@@ -458,11 +459,16 @@ int cmd_list(const args& a) {
         state = "running";
       }
       std::string program = e.valid ? printable(e.program) : "?";
+      const bool more = e.valid && e.threads_alive > 0 && e.overflow_threads > 0;
+      overflow = overflow || more;
       std::printf("%-8d %-24s %7s %8s  %s\n", e.pid, program.c_str(),
-                  e.valid ? std::to_string(e.threads_alive).c_str() : "-",
+                  e.valid ? (std::to_string(e.threads_alive) + (more ? "+" : "")).c_str() : "-",
                   e.valid ? format_age(e.start_ns).c_str() : "-", printable(state).c_str());
     }
   }
+  if (overflow)
+    std::printf("N+: at least N threads; more than the telemetry slots ran at once, and those "
+                "without one share the overflow slot (LIVEALLOC_TELEMETRY_SLOTS)\n");
   if (a.clean) {
     int removed = rd::remove_stale(a.dir);
     std::printf("removed %d stale segment%s\n", removed, removed == 1 ? "" : "s");

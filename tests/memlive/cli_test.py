@@ -155,6 +155,12 @@ def check_overflow_note(ml, wl):
         check(r.returncode == 0 and n >= 2 and m is not None and int(m.group(1)) == n,
               "snapshot notes the %d heaps sharing the overflow slot (stderr: %s)" %
               (n, r.stderr.strip()))
+        # list counted the threads of slots alone (1 here, for 5 running: 3000 threads read 255).
+        alive = sum(1 for t in snap.get("threads", []) if t["state"] == "alive")
+        line = listed(ml, w.pid) or ""
+        f = line.split()
+        check(len(f) > 2 and f[2] == "%d+" % alive and "at least" in run([ml, "list"]).stdout,
+              "list: threads beyond the slots, '%d+' threads and a note (%s)" % (alive, line))
         check(w.stop() == 0, "the workload with 2 slots exits 0")
     finally:
         w.kill()
