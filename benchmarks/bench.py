@@ -364,7 +364,10 @@ class Observer:
                 self.serve.wait()
         if self.conn is not None:
             self.conn.close()
-        if self.thread is not None:
+        # An interrupt may come between the thread's creation and its start (attach), where
+        # join() raises "cannot join thread before it is started": the run then ended in that
+        # traceback, exit 1, leaving the workload's segment.
+        if self.thread is not None and self.thread.ident is not None:
             self.thread.join(timeout=5)
         if self.serve is not None:
             self.serve.stdout.close()

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -301,10 +302,29 @@ def check_memlive_bench_interrupted(failures, tmp, build, sig):
                 os.unlink("/dev/shm/livealloc.%d" % pid)
 
 
+def check_observer_stop_unstarted(failures):
+    """An interrupt between the observer thread's creation and its start (Observer.attach):
+    stop() must still end serve and return (it raised "cannot join thread before it is
+    started", so the run ended in a traceback, exit 1, the workload's segment left behind)."""
+    obs = bench.Observer("/bin/true", HERE)
+    obs.serve = subprocess.Popen(["sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+    obs.thread = threading.Thread(target=lambda: None, daemon=True)  # created, not started
+    try:
+        obs.stop()
+    except Exception as e:  # pylint: disable=broad-except
+        failures.append("Observer.stop() with its thread not yet started: %r" % e)
+    finally:
+        if obs.serve.poll() is None:
+            obs.serve.kill()
+            obs.serve.wait()
+
+
 def main():
     build = sys.argv[1]
     failures = []
     check_allocators(failures)
+    check_observer_stop_unstarted(failures)
     with tempfile.TemporaryDirectory() as tmp:
         check_header(failures, tmp)
         for sig in (signal.SIGTERM, signal.SIGHUP):
