@@ -401,61 +401,42 @@ try {
     check(gone, "b in that tab clears the other tab's baseline rather than setting a new one over it",
       JSON.stringify({ server: await getJSON("/api/baseline"),
         button: await page.textContent("#baseline") }));
-    // This tab sets one and the other clears it. The clear is made while this tab's next
-    // GET /api/baseline is held (by the route): after one of its samples, before the next. It
-    // must then not ask for the change since it (a 409), and show the baseline off.
-    await page.locator("body").press("b");
-    const own = await until("this tab's baseline, seen by the other tab", async () =>
-      ((await getJSON("/api/baseline")).baseline && (await pressed(page)) === "true" &&
-        (await pressed(tab2)) === "true" ? true : null)).catch(() => false);
-    const errorsBefore = consoleErrors.length;
-    let clearedThere = false;
-    await page.route("**/api/baseline", async (route) => {
-      if (own && !clearedThere && route.request().method() === "GET") {
-        clearedThere = true;
-        await tab2.click("#baseline");
-        await until("the other tab to clear it", async () =>
-          (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => {});
-      }
-      await route.continue();
-    });
-    const off = await until("this tab to show the clear", async () =>
-      ((await pressed(page)) === "false" ? true : null)).catch(() => false);
-    await page.unroute("**/api/baseline");
-    const conflicts = consoleErrors.slice(errorsBefore).filter((e) => /409/.test(e));
-    check(own && clearedThere && off && conflicts.length === 0,
-      "a baseline another tab cleared: this tab shows it off, without a 409 in the console",
-      JSON.stringify({ own, clearedThere, off, conflicts,
-        button: await page.textContent("#baseline") }));
-    // Again, but the clear is made while this tab's ?since=baseline is held: after its
-    // GET /api/baseline found the baseline, so the request reaches the server after the clear.
-    // It got a 409; the page now asks for the plain snapshot then (&if_none=plain) and shows the
-    // baseline off.
-    await page.locator("body").press("b");
-    const again = await until("this tab's baseline again, seen by the other tab", async () =>
-      ((await getJSON("/api/baseline")).baseline && (await pressed(page)) === "true" &&
-        (await pressed(tab2)) === "true" ? true : null)).catch(() => false);
-    const errorsBeforeHeld = consoleErrors.length;
-    let heldSince = false;
-    const sinceRequest = (u) => u.pathname === "/api/snapshot" && u.searchParams.has("since");
-    await page.route(sinceRequest, async (route) => {
-      if (again && !heldSince) {
-        heldSince = true;
-        await tab2.click("#baseline");
-        await until("the other tab to clear it", async () =>
-          (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => {});
-      }
-      await route.continue();
-    });
-    const offHeld = await until("this tab to show the clear", async () =>
-      ((await pressed(page)) === "false" ? true : null)).catch(() => false);
-    await page.unroute(sinceRequest);
-    const heldConflicts = consoleErrors.slice(errorsBeforeHeld).filter((e) => /409/.test(e));
-    check(again && heldSince && offHeld && heldConflicts.length === 0,
-      "a baseline another tab cleared while this tab's ?since=baseline was held: shown off, " +
-      "without a 409 in the console",
-      JSON.stringify({ again, heldSince, offHeld, heldConflicts,
-        button: await page.textContent("#baseline") }));
+    // This tab sets a baseline and the other tab clears it while one request of this tab's waits
+    // (held by a route: `held`, a pattern, and `only`, which of its requests): this tab must then
+    // show the baseline off, without a 409 in the console.
+    const clearWhileHeld = async (what, held, only) => {
+      await page.locator("body").press("b");
+      const own = await until("this tab's baseline, seen by the other tab", async () =>
+        ((await getJSON("/api/baseline")).baseline && (await pressed(page)) === "true" &&
+          (await pressed(tab2)) === "true" ? true : null)).catch(() => false);
+      const errorsBefore = consoleErrors.length;
+      let cleared = false;
+      await page.route(held, async (route) => {
+        if (own && !cleared && only(route.request())) {
+          cleared = true;
+          await tab2.click("#baseline");
+          await until("the other tab to clear it", async () =>
+            (!(await getJSON("/api/baseline")).baseline ? true : null)).catch(() => {});
+        }
+        await route.continue();
+      });
+      const off = await until("this tab to show the clear", async () =>
+        ((await pressed(page)) === "false" ? true : null)).catch(() => false);
+      await page.unroute(held);
+      const conflicts = consoleErrors.slice(errorsBefore).filter((e) => /409/.test(e));
+      check(own && cleared && off && conflicts.length === 0,
+        "a baseline another tab cleared while this tab's " + what + " was held: shown off, " +
+        "without a 409 in the console",
+        JSON.stringify({ own, cleared, off, conflicts,
+          button: await page.textContent("#baseline") }));
+    };
+    // Held: this tab's next GET /api/baseline, after one of its samples and before the next. It
+    // must then not ask for the change since the baseline.
+    await clearWhileHeld("GET /api/baseline", "**/api/baseline", (r) => r.method() === "GET");
+    // Held: its ?since=baseline, after its GET /api/baseline found the baseline, so the request
+    // reaches the server after the clear. It got a 409; the page asks with &if_none=plain now.
+    await clearWhileHeld("?since=baseline",
+      (u) => u.pathname === "/api/snapshot" && u.searchParams.has("since"), () => true);
     await tab2.close();
   }
 
