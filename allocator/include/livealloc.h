@@ -707,7 +707,14 @@ constexpr std::size_t class_index_above_1k(std::size_t size) {
 constexpr std::size_t class_index(std::size_t size) {
   return size <= 1024 ? (size + 15) >> 4 : class_index_above_1k(size);
 }
-struct class_table {
+// The table sits in a 4 KiB page of its own, 1 KiB from either end. A load can wait for an
+// earlier store whose address has the same low 12 bits (4K aliasing), and a free writes the first
+// word of its block, which for classes from 4 KiB up is the start of a page: with the 64 KiB entry
+// at page offset 0x000, 0x008 or 0x018, `fastpath size=65536` took 1.12-1.16x the time it took
+// with it at 0x040, 0x238, 0x800 or 0xff8 (9 runs each). Where the linker put the table moved
+// with unrelated read-only data: a string added elsewhere (`661553b`) put it at 0x018.
+struct alignas(4096) class_table {
+  std::uint8_t pad[1024] = {};
   std::uint8_t v[class_index(kMaxSmall) + 1] = {};
   constexpr class_table() {
     for (std::size_t i = 0; i <= 64; ++i) v[i] = static_cast<std::uint8_t>(class_of(i * 16));
@@ -717,6 +724,7 @@ struct class_table {
 };
 inline constexpr class_table kClassTable{};
 static_assert(class_index(1025) == 65 && class_index(1024) == 64);
+static_assert(offsetof(class_table, v) == 1024 && sizeof(class_table) == 4096);
 
 LIVEALLOC_ALWAYS_INLINE unsigned size_class(std::size_t size) noexcept {
   return kClassTable.v[class_index(size)];
