@@ -11,7 +11,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -166,9 +168,9 @@ constexpr const char* kRecordHelp =
     "\n"
     "Writes one JSON snapshot per line (the schema of `memlive snapshot`). Stops after N samples,\n"
     "after S seconds, when the process exits (a final sample is written and the exit reported),\n"
-    "or on SIGINT/SIGTERM (the file is flushed, exit 0). A write that fails (a full disk) stops it\n"
-    "with exit 1; a partial last line is cut off. A process that calls exec is followed into\n"
-    "its new segment (the same pid).\n"
+    "or on SIGINT/SIGTERM (the file is flushed, exit 0; also while it waits for a pipe's reader).\n"
+    "A write that fails (a full disk) stops it with exit 1; a partial last line is cut off. A\n"
+    "process that calls exec is followed into its new segment (the same pid).\n"
     "\n"
     "options:\n"
     "  --pid N        the process (required)\n"
@@ -651,7 +653,8 @@ using rd::detail::monotonic_ms;
 
 // SIGINT and SIGTERM set g_stop. Interrupted system calls restart (the read of the exec status,
 // waitpid): every wait polls g_stop in slices of at most 20 ms anyway. Not with `restart` false:
-// record's write to a full pipe whose reader does not read waits without end, and must fail.
+// record's blocking write (to an output it could not make non-blocking, see record_output) to a
+// full pipe whose reader does not read waits without end, and must fail.
 void catch_stop_signals(bool restart = true) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -674,21 +677,97 @@ void sleep_until(std::uint64_t deadline_ms) {
   }
 }
 
-// Writes all of `s` to `fd`; false with errno set when a write fails, EINTR when a stop signal
-// came first or while a write waited (*done: the bytes of `s` written).
-bool write_all(int fd, const std::string& s, std::size_t* done) {
+// record's waits. Its stop signals (SIGINT, SIGTERM) are blocked while it runs and taken only
+// inside ppoll(), which unblocks them (`mask`) for as long as it waits: a signal that comes
+// between a look at g_stop and the wait is pending and ends the wait at once. (A blocking write()
+// to a full pipe had a window there: a signal taken just before the write set g_stop, and the
+// write then waited for the reader, or for the next signal.)
+struct record_output {
+  int fd = -1;
+  bool close_it = false;  // ours: --out FILE, or our own description of stdout
+  bool send = false;      // a socket: send(MSG_DONTWAIT) does not wait
+  bool waits = false;     // a blocking fd that may wait on a reader (no other way found)
+  sigset_t mask;          // the signal mask inside ppoll: without SIGINT and SIGTERM
+};
+
+// Sleeps until `deadline_ms` (CLOCK_MONOTONIC) or a stop signal.
+void wait_until(std::uint64_t deadline_ms, const sigset_t& mask) {
+  while (!g_stop) {
+    const std::uint64_t now = monotonic_ms();
+    if (now >= deadline_ms) return;
+    const std::uint64_t ms = deadline_ms - now;
+    const timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+    ppoll(nullptr, 0, &ts, &mask);
+  }
+}
+
+// Writes all of `s`; false with errno set when a write fails, EINTR when a stop signal came
+// first or while a write waited (*done: the bytes of `s` written).
+bool write_all(const record_output& o, const std::string& s, std::size_t* done) {
   for (*done = 0; *done < s.size();) {
     if (g_stop) {
       errno = EINTR;
       return false;
     }
-    const ssize_t w = ::write(fd, s.data() + *done, s.size() - *done);
+    const char* p = s.data() + *done;
+    const std::size_t n = s.size() - *done;
+    ssize_t w;
+    if (o.send) {
+      w = ::send(o.fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else if (o.waits) {  // as before: the signal interrupts the write, bar the window above
+      sigset_t blocked;
+      sigprocmask(SIG_SETMASK, &o.mask, &blocked);
+      w = g_stop ? (errno = EINTR, -1) : ::write(o.fd, p, n);
+      const int e = errno;
+      sigprocmask(SIG_SETMASK, &blocked, nullptr);
+      errno = e;
+    } else {
+      w = ::write(o.fd, p, n);
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd pfd{o.fd, POLLOUT, 0};
+      ppoll(&pfd, 1, nullptr, &o.mask);  // ready, or EINTR: a stop signal
+      continue;
+    }
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       if (w == 0) errno = EIO;
       return false;
     }
     *done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// record's output: a regular file as it is (a write to it does not wait on a reader); a pipe,
+// FIFO or terminal through a description of our own made non-blocking (stdout's is shared with
+// the shell and the processes beside us, which O_NONBLOCK on it would surprise), reopened
+// through /proc/self/fd for --out -; a socket with send(MSG_DONTWAIT).
+bool open_output(const std::string& path, record_output* o, std::string* error) {
+  if (path != "-") {
+    o->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (o->fd < 0) {
+      *error = path + ": " + strerror(errno);
+      return false;
+    }
+    o->close_it = true;
+  } else {
+    o->fd = STDOUT_FILENO;
+  }
+  struct stat st {};
+  if (fstat(o->fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) return true;
+  if (S_ISSOCK(st.st_mode)) {
+    o->send = true;
+  } else if (o->close_it) {
+    const int flags = fcntl(o->fd, F_GETFL);
+    o->waits = flags < 0 || fcntl(o->fd, F_SETFL, flags | O_NONBLOCK) != 0;
+  } else {
+    const int fd = ::open("/proc/self/fd/1", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    o->waits = fd < 0;
+    if (fd >= 0) {
+      o->fd = fd;
+      o->close_it = true;
+    }
   }
   return true;
 }
@@ -708,11 +787,20 @@ int cmd_record(const args& a) {
   if (!seg->process_alive()) return fail_not_alive(*seg, a.pid, "record");
 
   const bool to_stdout = a.out == "-";
-  const int out = to_stdout ? STDOUT_FILENO
-                            : ::open(a.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (out < 0) return fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
+  record_output o;
+  std::string open_error;
+  if (!open_output(a.out, &o, &open_error)) return fail(static_cast<error_kind>(1), open_error);
+  const int out = o.fd;
 
+  // SIGINT and SIGTERM only inside ppoll (see record_output).
   catch_stop_signals(false);
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stops, &o.mask);
+  sigdelset(&o.mask, SIGINT);
+  sigdelset(&o.mask, SIGTERM);
   signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, a write fails (EFBIG) and is reported
   signal(SIGPIPE, SIG_IGN);  // a reader of --out - that goes away: EPIPE, reported
 
@@ -729,7 +817,7 @@ int cmd_record(const args& a) {
   int result = 0;
   const std::uint64_t interval = std::uint64_t(a.interval_ms);
   for (std::uint64_t tick = start;;) {
-    sleep_until(tick);
+    wait_until(tick, o.mask);
     if (g_stop) {
       why = "stopped by a signal";
       break;
@@ -748,7 +836,7 @@ int cmd_record(const args& a) {
     memlive::append_json(line, s);
     line.push_back('\n');
     std::size_t sent = 0;
-    if (!write_all(out, line, &sent)) {
+    if (!write_all(o, line, &sent)) {
       const int e = errno;
       // A full disk or a size limit must not leave half a line for readers to trip on.
       const bool cut = !to_stdout && ftruncate(out, complete) == 0;
@@ -778,7 +866,7 @@ int cmd_record(const args& a) {
     tick += interval;
     if (tick <= now) tick = start + ((now - start) / interval + 1) * interval;
   }
-  if (!to_stdout && ::close(out) != 0 && result == 0)
+  if (o.close_it && ::close(out) != 0 && result == 0 && !to_stdout)
     result = fail(static_cast<error_kind>(1), a.out + ": " + strerror(errno));
   if (!why.empty())
     std::fprintf(stderr, "memlive: recorded %lld sample%s to %s (%s)\n", written,
