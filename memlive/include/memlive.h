@@ -257,6 +257,7 @@ enum class error_kind : int {
   bad_segment = 6,  // version mismatch, malformed or truncated segment
   rejected = 7,     // a tuning value refused (by memlive's check or by the allocator)
   port_in_use = 8,  // `serve`: the port is taken by another server
+  over_budget = 9,  // `check`, `record --budget`: a budget was exceeded
 };
 
 struct open_result {

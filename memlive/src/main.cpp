@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "budget.h"
+
 #ifndef MEMLIVE_INSTALL_LIBDIR  // set by memlive/CMakeLists.txt from GNUInstallDirs
 #define MEMLIVE_INSTALL_LIBDIR "lib"
 #endif
@@ -51,8 +53,10 @@ constexpr const char* kUsage =
     "                                      prometheus (B: thread or class)\n"
     "  tune --pid N name=value ...         change live thresholds (all validated first; none\n"
     "                                      applied if one is wrong); name=default resets one\n"
-    "  record --pid N --interval MS --out FILE [--count N | --duration S]\n"
+    "  record --pid N --interval MS --out FILE [--count N | --duration S] [--budget B]\n"
     "                                      one JSON snapshot per line, every MS (>= 10) ms\n"
+    "  check FILE BUDGET ...               check a recording against budgets such as\n"
+    "                                      'live_bytes<=64MiB' (exit 9 when one is exceeded)\n"
     "  serve --pid N [--host H] [--port P] [--interval MS]\n"
     "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
     "                                      default; port 0 picks a free one) until Ctrl-C\n"
@@ -67,21 +71,23 @@ constexpr const char* kUsage =
     "\n"
     "exit codes:\n"
     "  0  success\n"
-    "  1  an I/O error (writing the output file)\n"
+    "  1  an I/O error (writing the output file; check: reading FILE)\n"
     "  2  usage error (unknown verb or option, bad value, tuning syntax such as name without =)\n"
     "  3  no such process\n"
     "  4  the process publishes no segment (run it with LIVEALLOC_PROFILE=1)\n"
     "  5  permission denied (the segment belongs to another user)\n"
-    "  6  version mismatch or malformed segment\n"
+    "  6  version mismatch or malformed segment (check: a file that is not a recording)\n"
     "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n"
     "  8  serve: the port is in use (run too)\n"
+    "  9  check, record --budget: a budget was exceeded\n"
     "  127  run: the program was not found (126: not executable)\n"
     "\n"
     "examples:\n"
     "  memlive run -- ./app args           profile ./app, page at http://127.0.0.1:8080/\n"
     "  memlive list                        which processes can be read\n"
     "  memlive snapshot --pid 1234 --format prometheus\n"
-    "  memlive tune --pid 1234 page_recycle=8 purge_delay=100\n";
+    "  memlive tune --pid 1234 page_recycle=8 purge_delay=100\n"
+    "  memlive check run.jsonl 'live_bytes<=64MiB' 'threads<=16'\n";
 
 constexpr const char* kListHelp =
     "usage: memlive list [--clean]\n"
@@ -165,6 +171,7 @@ const char* tune_help() {
 }
 constexpr const char* kRecordHelp =
     "usage: memlive record --pid N --interval MS --out FILE [--count N | --duration S]\n"
+    "                      [--budget BUDGET ...]\n"
     "\n"
     "Writes one JSON snapshot per line (the schema of `memlive snapshot`). Stops after N samples,\n"
     "after S seconds, when the process exits (a final sample is written and the exit reported),\n"
@@ -178,7 +185,47 @@ constexpr const char* kRecordHelp =
     "  --out FILE     the file to write, '-' for stdout (required; replaced if it exists)\n"
     "  --count N      stop after N samples\n"
     "  --duration S   stop after S seconds (not with --count)\n"
+    "  --budget B     check each sample against B, as `memlive check` does (METRIC<=VALUE; see\n"
+    "                 `memlive check --help`; repeat for more): a budget exceeded is said on\n"
+    "                 stderr when it happens, the recording goes on, and at the end every\n"
+    "                 budget's line is printed on stderr; then exit 9 if one was exceeded\n"
     "  -h, --help     this text\n";
+
+constexpr const char* kCheckHelp =
+    "usage: memlive check FILE BUDGET [BUDGET ...]\n"
+    "\n"
+    "Checks a recording (the JSON lines `memlive record` writes; FILE '-' reads stdin) against\n"
+    "budgets. Prints one line per budget: PASS or FAIL, the worst value of any sample, at which\n"
+    "sample (sample N is line N) and when (seconds after the first sample), the limit, and for\n"
+    "a budget exceeded in how many samples and the first; then a summary line. Exit 0 when every\n"
+    "budget holds; 9 when one is exceeded (or no sample gives it a value); 6 when FILE is not a\n"
+    "recording this memlive reads (a line that is not JSON, not a snapshot, of another telemetry\n"
+    "layout version; no sample at all); 2 for a bad budget; 1 when FILE cannot be read.\n"
+    "A last line without its newline that is not whole JSON (a record killed while writing it)\n"
+    "is left out, with a warning on stderr.\n"
+    "\n"
+    "A BUDGET is METRIC<=VALUE, or <, >=, > (quote it for the shell; spaces are ignored); VALUE\n"
+    "is a whole number, optionally followed by KiB, MiB, GiB or TiB (1024-based). METRIC is\n"
+    "named as in the snapshot JSON:\n"
+    "  live_bytes, live_blocks, resident_bytes, committed_bytes, cached_bytes, large_bytes,\n"
+    "  segment_bytes, slots_used, overflow_threads, mmap_calls, munmap_calls, madvise_calls,\n"
+    "  purges               the fields of \"process\" (live_bytes: bytes in live blocks)\n"
+    "  threads              the program's threads alive (memlive's own are not counted)\n"
+    "  class[N].live        live blocks of size class N, 0 to 52 (class_sizes in a sample lists\n"
+    "                       their block sizes; class 0 holds the large blocks)\n"
+    "  class[N].live_bytes  those blocks times the class's block size (class 0: large_bytes)\n"
+    "  class[N].COUNTER     the process total of one of the snapshot's \"counters\" in class N\n"
+    "                       (allocs, frees, requested_bytes, peak_live, ...), exited threads\n"
+    "                       included\n"
+    "threads and resident_bytes describe a running process: a sample of the process gone (the\n"
+    "last one of a record that saw it exit) gives them no value.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     this text\n"
+    "\n"
+    "example:\n"
+    "  memlive record --pid 1234 --interval 100 --duration 60 --out run.jsonl\n"
+    "  memlive check run.jsonl 'live_bytes<=64MiB' 'resident_bytes<=256MiB' 'threads<=16'\n";
 
 constexpr const char* kServeHelp =
     "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
@@ -270,6 +317,7 @@ struct args {
   std::string lib;                   // run --lib
   bool exit_when_done = false;       // run --exit-when-done
   std::vector<std::string> program;  // run: after --
+  std::vector<std::string> budgets;  // record --budget, in order
 };
 
 // Parses argv[first..] for `verb`, allowing the options in `allowed` (space-separated).
@@ -368,6 +416,8 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       a->dir = value;
     } else if (arg == "--out") {
       a->out = value;
+    } else if (arg == "--budget") {
+      a->budgets.push_back(value);
     } else if (arg == "--interval") {
       // Each verb checks its own range (record 10 to 86400000, serve and run 50 to 60000), and
       // says it for a number past 64 bits too.
@@ -781,6 +831,13 @@ int cmd_record(const args& a) {
   if (a.count > 0 && a.duration_s > 0)
     return usage_error("give --count or --duration, not both", kRecordHelp);
   if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
+  std::vector<budgets::budget> bs;
+  for (const std::string& text : a.budgets) {
+    budgets::budget b;
+    std::string err;
+    if (!budgets::parse(text, &b, &err)) return fail(error_kind::usage, "--budget: " + err);
+    bs.push_back(b);
+  }
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
@@ -816,6 +873,7 @@ int cmd_record(const args& a) {
   std::string why = "done";
   int result = 0;
   const std::uint64_t interval = std::uint64_t(a.interval_ms);
+  std::uint64_t t0_ns = 0;
   for (std::uint64_t tick = start;;) {
     wait_until(tick, o.mask);
     if (g_stop) {
@@ -854,6 +912,15 @@ int cmd_record(const args& a) {
     }
     complete += static_cast<off_t>(line.size());
     ++written;
+    if (!bs.empty()) {
+      const budgets::sample smp = budgets::from_snapshot(s);
+      if (written == 1) t0_ns = smp.taken_ns;
+      for (const budgets::budget* b : budgets::observe(bs, smp, written, t0_ns))
+        error_line("budget " + b->text + " exceeded at sample " + std::to_string(written) + " (" +
+                   budgets::seconds(b->first_over_ns) + "): " +
+                   budgets::with_unit(b->first_over_value, b->bytes) + "; limit " +
+                   budgets::with_unit(b->limit, b->bytes));
+    }
     if (gone) {
       why = "process " + std::to_string(a.pid) + " exited; wrote a final sample";
       break;
@@ -871,7 +938,130 @@ int cmd_record(const args& a) {
   if (!why.empty())
     std::fprintf(stderr, "memlive: recorded %lld sample%s to %s (%s)\n", written,
                  written == 1 ? "" : "s", a.out.c_str(), why.c_str());
+  if (!bs.empty()) {
+    bool over = false;
+    for (const budgets::budget& b : bs) {
+      std::fprintf(stderr, "%s\n", budgets::report_line(b, std::uint64_t(written)).c_str());
+      over = over || !b.passed();
+    }
+    if (over && result == 0) result = static_cast<int>(error_kind::over_budget);
+  }
   return result;
+}
+
+// The longest line check reads: a sample of 4,096 threads with every class in use is about
+// 75 MB.
+constexpr std::size_t kMaxLine = std::size_t(256) << 20;
+
+int cmd_check(const args& a) {
+  if (a.positional.empty())
+    return usage_error("give the FILE `memlive record` wrote ('-': stdin) and a budget",
+                       kCheckHelp);
+  if (a.positional.size() < 2)
+    return usage_error("give at least one budget, such as 'live_bytes<=64MiB'", kCheckHelp);
+  std::vector<budgets::budget> bs;
+  for (std::size_t i = 1; i < a.positional.size(); ++i) {
+    budgets::budget b;
+    std::string err;
+    if (!budgets::parse(a.positional[i], &b, &err)) return fail(error_kind::usage, err);
+    bs.push_back(b);
+  }
+  const std::string& file = a.positional[0];
+  const std::string name = file == "-" ? "stdin" : file;
+  const int fd = file == "-" ? STDIN_FILENO : ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(static_cast<error_kind>(1), name + ": " + strerror(errno));
+  const budgets::needs need = budgets::needs_of(bs);
+  const auto malformed = [&](std::uint64_t n, const std::string& what) {
+    return fail(error_kind::bad_segment, name + ": line " + std::to_string(n) + ": " + what);
+  };
+  std::uint64_t samples = 0, t0_ns = 0, last_ns = 0;
+  int pid = 0;
+  std::string program;
+  // One line: 0 when it is a sample (taken), else the exit code, said.
+  const auto take = [&](const std::string& text, std::uint64_t n, bool unfinished) -> int {
+    if (text.empty()) return malformed(n, "empty (every line of a recording is one sample)");
+    nlohmann::json j;
+    if (budgets::depth(text, 8) > 8) return malformed(n, "not a sample (nested too deep)");
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      // A record stopped while it wrote to a pipe leaves the start of a sample.
+      if (unfinished && text.compare(0, 10, "{\"schema\":") == 0) {
+        error_line("warning: " + name + ": the last line (" + std::to_string(n) +
+                   ") is cut short, without its newline (a record stopped while writing it?); "
+                   "left out");
+        return 0;
+      }
+      return malformed(n, e.byte >= text.size() ? std::string("not JSON (it ends too soon)")
+                                                : "not JSON (at byte " + std::to_string(e.byte) +
+                                                      ")");
+    }
+    budgets::sample s;
+    std::string err;
+    if (!budgets::from_json(j, need, &s, &err)) return malformed(n, err);
+    if (++samples == 1) {
+      t0_ns = s.taken_ns;
+      const auto p = j.find("pid");
+      if (p != j.end() && p->is_number_integer()) pid = p->get<int>();
+      const auto prog = j.find("program");
+      if (prog != j.end() && prog->is_string()) program = prog->get<std::string>();
+    }
+    last_ns = s.taken_ns;
+    budgets::observe(bs, s, samples, t0_ns);
+    return 0;
+  };
+  std::vector<char> chunk(std::size_t(1) << 20);
+  std::string line;
+  std::uint64_t number = 0;
+  int code = 0;
+  try {
+    for (;;) {
+      const ssize_t got = ::read(fd, chunk.data(), chunk.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        code = fail(static_cast<error_kind>(1), name + ": " + strerror(errno));
+        break;
+      }
+      if (got == 0) {
+        if (!line.empty()) code = take(line, ++number, true);
+        break;
+      }
+      for (const char *p = chunk.data(), *end = p + got; p < end && code == 0;) {
+        const char* nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
+        const std::size_t n = static_cast<std::size_t>((nl ? nl : end) - p);
+        if (line.size() + n > kMaxLine) {
+          code = malformed(number + 1, "longer than 256 MiB: not a sample");
+          break;
+        }
+        line.append(p, n);
+        p += n;
+        if (!nl) break;
+        ++p;
+        code = take(line, ++number, false);
+        line.clear();
+      }
+      if (code != 0) break;
+    }
+  } catch (const std::bad_alloc&) {
+    code = fail(static_cast<error_kind>(1), name + ": out of memory reading line " +
+                                               std::to_string(number + 1));
+  }
+  if (fd != STDIN_FILENO) ::close(fd);
+  if (code != 0) return code;
+  if (samples == 0)
+    return fail(error_kind::bad_segment,
+                name + " holds no sample" + (number == 0 ? " (it is empty)" : ""));
+  int over = 0;
+  for (const budgets::budget& b : bs) {
+    std::printf("%s\n", budgets::report_line(b, samples).c_str());
+    over += b.passed() ? 0 : 1;
+  }
+  const std::string span = budgets::seconds(last_ns > t0_ns ? last_ns - t0_ns : 0).substr(1);
+  std::printf("%s: %d of %zu budget%s exceeded; %llu sample%s of process %d (%s) over %s\n",
+              over ? "FAIL" : "PASS", over, bs.size(), bs.size() == 1 ? "" : "s",
+              static_cast<unsigned long long>(samples), samples == 1 ? "" : "s", pid,
+              printable(program).c_str(), span.c_str());
+  return over ? static_cast<int>(error_kind::over_budget) : 0;
 }
 
 int cmd_serve(const args& a) {
@@ -1256,7 +1446,9 @@ int main(int argc, char** argv) {
       {"list", "--clean", kListHelp, cmd_list},
       {"snapshot", "--pid --format --by", kSnapshotHelp, cmd_snapshot},
       {"tune", "--pid", tune_help(), cmd_tune},
-      {"record", "--pid --interval --out --count --duration", kRecordHelp, cmd_record},
+      {"record", "--pid --interval --out --count --duration --budget", kRecordHelp,
+       cmd_record},
+      {"check", "", kCheckHelp, cmd_check},
       {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
       {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},
   };

@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """The memlive command against a real workload (standard library only).
 
-    cli_test.py --memlive PATH --workload PATH cli|permission|promtool
+    cli_test.py --memlive PATH --workload PATH cli|check|permission|promtool
 
 cli: starts memlive_workload (4 named threads with known allocations, telemetry enabled), then
 checks `memlive list`, `snapshot` in json, csv and prometheus against the plan (exact counts
 per thread name and size class), `tune` (valid: accepted and effective; invalid: refused, nothing
 changed), `record` (--count, SIGINT, process exit), the error exit codes, `list --clean`, and that
 the segment is gone once the workload exits.
+check: `memlive check` on a real recording of the workload: budgets that hold and that do not
+(exit 9, the worst value and its sample, as the file has them; per class exactly the plan's
+blocks), stdin, a last line cut short, every bad budget (exit 2) and bad file (exit 6, the line),
+fuzzed input; `record --budget`.
 permission: a segment the caller cannot read gives exit 5 (skipped, exit 77, when run as root,
 who can read anything).
 promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
@@ -21,6 +25,7 @@ import io
 import json
 import mmap
 import os
+import random
 import re
 import resource
 import shutil
@@ -675,8 +680,13 @@ def check_errors(ml, workload_pid, tmp):
         (["run", "--port", "0", "--lib", "/nonexistent/liblivealloc.so", "--", "true"],
          "--lib PATH"),
         (["run", "--port", "0", "true"], "the program goes after --"),
+        (["check"], "give the FILE"), (["check", "x.jsonl"], "give at least one budget"),
+        (["check", "--pid", "1", "x", "live_bytes<=1"], "unknown option '--pid'"),
+        (["check", "x.jsonl", "nosuch<=1"], "unknown metric 'nosuch'"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--out", "/dev/null",
+          "--budget", "live_bytes=1"], "--budget: bad operator '='"),
     ]
-    verbs = ("list", "snapshot", "tune", "record", "serve", "run")
+    verbs = ("list", "snapshot", "tune", "record", "serve", "run", "check")
     for args, says in usage:
         r = run([ml] + args)
         # One pattern for every error line: "memlive: VERB: ..." (an option's error said
@@ -691,7 +701,7 @@ def check_errors(ml, workload_pid, tmp):
     check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout
           and "8  serve: the port is in use" in r.stdout,
           "--help lists the exit codes")
-    for verb in ("list", "snapshot", "tune", "record", "serve", "run"):
+    for verb in ("list", "snapshot", "tune", "record", "serve", "run", "check"):
         r = run([ml, verb, "--help"])
         check(r.returncode == 0 and r.stdout.startswith("usage: memlive " + verb),
               "%s --help" % verb)
@@ -951,6 +961,296 @@ def check_record_follows_exec(ml, wl, tmp):
         w.kill()
 
 
+# ---- check: budgets over a recording, and record --budget ----
+
+def one_line_error(r, code, says):
+    """An error of `memlive check`: exit `code`, one line on stderr, 'memlive: check: ...'."""
+    lines = r.stderr.splitlines()
+    return (r.returncode == code and len(lines) == 1 and lines[0].startswith("memlive: check: ")
+            and says in lines[0] and not r.stdout)
+
+
+def budget_line(stdout, budget):
+    """The report line of `budget` in check's output, or None."""
+    for line in stdout.splitlines():
+        if line.split(" ")[1:2] == [budget + ":"]:
+            return line
+    return None
+
+
+def worst(samples, value, upper=True):
+    """The worst value over the samples and the first 1-based sample showing it."""
+    vals = [value(s) for s in samples]
+    w = max(vals) if upper else min(vals)
+    return w, vals.index(w) + 1
+
+
+def program_threads(s):
+    return sum(1 for t in s["threads"] if t["state"] == "alive" and not t.get("memlive"))
+
+
+def check_check(ml, pid, tmp):
+    rec = os.path.join(tmp, "budget.jsonl")
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "5", "--out", rec])
+    lines = open(rec).read().splitlines() if os.path.exists(rec) else []
+    if not check(r.returncode == 0 and len(lines) == 5, "a recording of 5 samples to check (%s)"
+                 % r.stderr.strip()):
+        return
+    samples = [json.loads(l) for l in lines]
+    sizes = samples[0]["class_sizes"]
+    c16, c48 = class_of(16, sizes), class_of(48, sizes)
+    live, live_at = worst(samples, lambda s: s["process"]["live_bytes"])
+    threads, threads_at = worst(samples, program_threads, upper=False)
+    span = (samples[-1]["taken_ns"] - samples[0]["taken_ns"]) // 1000000
+
+    # Every budget holds: the worst values as the file has them. The plan's 1,000 blocks of 16
+    # bytes (alpha, none freed) and 250 of 48 are the only blocks of their classes.
+    b48 = 250 * sizes[c48]
+    budgets = ["live_bytes<=%d" % live, "threads>=%d" % threads, "class[%d].live<=1000" % c16,
+               "class[%d].allocs >= 1000" % c16, "class[%d].live_bytes<=%d" % (c48, b48),
+               "resident_bytes<=64GiB"]
+    r = run([ml, "check", rec] + budgets)
+    out = r.stdout.splitlines()
+    check(r.returncode == 0 and len(out) == len(budgets) + 1 and
+          all(l.startswith("PASS ") for l in out[:-1]) and
+          out[-1] == "PASS: 0 of 6 budgets exceeded; 5 samples of process %d (memlive_workload) "
+          "over %d.%03d s" % (pid, span // 1000, span % 1000) and not r.stderr,
+          "check: every budget holds: exit 0, a PASS line each and the summary (%d: %s%s)" %
+          (r.returncode, r.stdout, r.stderr.strip()))
+    line = budget_line(r.stdout, "live_bytes<=%d" % live) or ""
+    check(line.startswith("PASS live_bytes<=%d: worst %d (" % (live, live)) and
+          " at sample %d of 5 (+" % live_at in line,
+          "check: the worst live_bytes is the file's largest, at its sample (%s)" % line)
+    line = budget_line(r.stdout, "class[%d].live<=1000" % c16) or ""
+    check(line == "PASS class[%d].live<=1000: worst 1000 at sample 1 of 5 (+0.000 s); limit "
+          "1000" % c16, "check: class[%d].live is the plan's 1000 blocks of 16 bytes (%s)" %
+          (c16, line))
+    line = budget_line(r.stdout, "class[%d].live_bytes<=%d" % (c48, b48)) or ""
+    unit = "%.2f" % (b48 / 1024.0)
+    unit = unit.rstrip("0").rstrip(".")
+    check(line.startswith("PASS class[%d].live_bytes<=%d: worst %d (%s KiB) at sample 1 of 5" %
+                          (c48, b48, b48, unit)) and line.endswith("limit %d (%s KiB)" %
+                                                                   (b48, unit)),
+          "check: class[%d].live_bytes is 250 blocks of %d bytes, with its unit (%s)" %
+          (c48, sizes[c48], line))
+    line = budget_line(r.stdout, "threads>=%d" % threads) or ""
+    check(threads >= 4 and line.startswith("PASS threads>=%d: worst %d at sample %d" %
+                                           (threads, threads, threads_at)),
+          "check: threads counts the workload's threads alive (%s)" % line)
+
+    # Budgets exceeded: exit 9, the worst value, where it was, how many samples were over.
+    r = run([ml, "check", rec, "live_bytes<=1KiB", "class[%d].live<1000" % c16,
+             "class[%d].live<=1000" % c16])
+    out = r.stdout.splitlines()
+    line = budget_line(r.stdout, "live_bytes<=1KiB") or ""
+    check(r.returncode == 9 and len(out) == 4 and out[-1].startswith(
+        "FAIL: 2 of 3 budgets exceeded; 5 samples of process %d" % pid) and
+          line.startswith("FAIL live_bytes<=1KiB: worst %d (" % live) and
+          " at sample %d of 5 (+" % live_at in line and
+          "; limit 1024 (1 KiB); over in 5 of 5 samples, first at sample 1 (+0.000 s)" in line,
+          "check: live_bytes over 1 KiB: exit 9 and its line (%d: %s)" % (r.returncode, r.stdout))
+    check(budget_line(r.stdout, "class[%d].live<1000" % c16) ==
+          "FAIL class[%d].live<1000: worst 1000 at sample 1 of 5 (+0.000 s); limit 1000; over in 5 "
+          "of 5 samples, first at sample 1 (+0.000 s)" % c16 and
+          (budget_line(r.stdout, "class[%d].live<=1000" % c16) or "").startswith("PASS "),
+          "check: < is strict, <= is not (%s)" % r.stdout)
+
+    # stdin, and the last line cut short as a record killed while it wrote to a pipe leaves it.
+    data = open(rec).read()
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input=data)
+    check(r.returncode == 0 and r.stdout.startswith("PASS live_bytes<=16GiB: worst %d" % live),
+          "check - reads stdin (%d: %s%s)" % (r.returncode, r.stdout, r.stderr.strip()))
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input=data + lines[0][:300])
+    check(r.returncode == 0 and "of 5 (+" in r.stdout and r.stderr.startswith(
+        "memlive: check: warning: stdin: the last line (6) is cut short") and
+          len(r.stderr.splitlines()) == 1,
+          "check: a last line cut short is left out with a warning (%d: %s%s)" %
+          (r.returncode, r.stdout, r.stderr.strip()))
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input=data.rstrip("\n"))
+    check(r.returncode == 0 and "of 5 (+" in r.stdout and not r.stderr,
+          "check: a whole last line without its newline is a sample (%s)" % r.stderr.strip())
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input=data + "garbage")
+    check(one_line_error(r, 6, "stdin: line 6: not JSON (at byte 1)"),
+          "check: a last line that is not the start of a sample is an error (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
+
+    # A budget that no sample of the process running gives a value: the final sample of a
+    # record that followed the exit says alive false.
+    gone = dict(samples[-1], alive=False)
+    r = run([ml, "check", "-", "threads<=100", "live_bytes<=16GiB"], input=json.dumps(gone) + "\n")
+    check(r.returncode == 9 and (budget_line(r.stdout, "threads<=100") or "").startswith(
+        "FAIL threads<=100: no value in 1 sample") and
+          (budget_line(r.stdout, "live_bytes<=16GiB") or "").startswith("PASS "),
+          "check: threads of a process gone has no value, which fails (%d: %s)" %
+          (r.returncode, r.stdout))
+
+    # Bad budgets: exit 2, one line each, saying what is wrong.
+    for budget, says in (
+            ("resident<=512MiB", "unknown metric 'resident' in 'resident<=512MiB'; known: "
+             "segment_bytes, "),
+            ("resident<=512MiB", "resident_bytes, threads, class[N].live, class[N].live_bytes, "
+             "class[N].COUNTER (allocs, frees,"),
+            ("class[3].bogus<=1", "unknown metric 'class[3].bogus'"),
+            ("class[53].live<=1", "size class '53' in 'class[53].live<=1' is not from 0 to 52"),
+            ("class[-1].live<=1", "size class '-1'"), ("class[x].live<=1", "size class 'x'"),
+            ("live_bytes=<1", "bad operator '=<' in 'live_bytes=<1': one of <=, <, >=, >"),
+            ("live_bytes==1", "bad operator '=='"), ("live_bytes!=1", "bad operator '!='"),
+            ("live_bytes=1", "bad operator '='"),
+            ("live_bytes", "budget 'live_bytes' is not METRIC<=VALUE"),
+            ("<=5", "budget '<=5' is not METRIC<=VALUE"),
+            ("live_bytes<=", "bad number '' in 'live_bytes<='"),
+            ("live_bytes<=1.5GiB", "bad number '1.5GiB'"),
+            ("live_bytes<=12MB", "bad number '12MB'"),
+            ("live_bytes<=-1", "bad number '-1'"), ("live_bytes<=0x10", "bad number '0x10'"),
+            ("live_bytes<=18446744073709551616",
+             "'18446744073709551616' in 'live_bytes<=18446744073709551616' is too large"),
+            ("live_bytes<=16777216TiB", "'16777216TiB' in 'live_bytes<=16777216TiB' is too large")):
+        r = run([ml, "check", rec, budget])
+        check(one_line_error(r, 2, says), "check %r: exit 2, one line, %r (got %d: %s)" %
+              (budget, says, r.returncode, r.stderr.strip()))
+    for budget, limit in (("live_bytes <= 64 MiB", 64 << 20), ("live_bytes<=3kib", 3072),
+                          ("live_bytes<=7B", 7), ("live_bytes<=16777215TiB", 16777215 << 40),
+                          ("live_bytes<=18446744073709551615", 2 ** 64 - 1)):
+        r = run([ml, "check", rec, budget])
+        text = budget.replace(" ", "")
+        check(r.returncode in (0, 9) and " limit %d" % limit in (budget_line(r.stdout, text) or ""),
+              "check %r: limit %d (%s)" % (budget, limit, r.stdout.splitlines()[:1]))
+    for args, says in (([], "give the FILE"), ([rec], "give at least one budget")):
+        r = run([ml, "check"] + args)
+        check(r.returncode == 2 and r.stderr.startswith("memlive: check: " + says) and
+              "usage: memlive check" in r.stderr,
+              "check %s: exit 2, %r and the usage (%d: %s)" % (args, says, r.returncode,
+                                                               r.stderr[:80]))
+    r = run([ml, "check", os.path.join(tmp, "nonexistent.jsonl"), "live_bytes<=1"])
+    check(one_line_error(r, 1, "nonexistent.jsonl: No such file or directory"),
+          "check of a missing file: exit 1 (%d: %s)" % (r.returncode, r.stderr.strip()))
+    r = run([ml, "check", tmp, "live_bytes<=1"])
+    check(one_line_error(r, 1, "Is a directory"),
+          "check of a directory: exit 1 (%d: %s)" % (r.returncode, r.stderr.strip()))
+
+    # Files that are not a recording this memlive reads: exit 6, one line, the line number.
+    other = dict(samples[0], layout_version=2)
+    deep = "[" * 100000 + "]" * 100000
+    for name, text, says in (
+            ("empty", "", "holds no sample (it is empty)"),
+            ("not JSON", lines[0] + "\nhello\n" + lines[1] + "\n", "line 2: not JSON (at byte 1)"),
+            ("JSON ending too soon", lines[0] + "\n{\"schema\": [1,\n", "line 2: not JSON (it "
+             "ends too soon)"),
+            ("an empty line", lines[0] + "\n\n", "line 2: empty"),
+            ("another layout", lines[0] + "\n" + json.dumps(other) + "\n",
+             "line 2: a recording of telemetry layout version 2; this memlive reads version 1"),
+            ("another schema", json.dumps(dict(samples[0], schema="other/9")) + "\n",
+             "line 1: schema 'other/9'; this memlive reads memlive.snapshot/1"),
+            ("not a snapshot", "[1, 2, 3]\n", "line 1: not a JSON object"),
+            ("no schema", "{\"pid\": 1}\n", "line 1: not a memlive snapshot (no \"schema\""),
+            ("a field missing", json.dumps(dict(samples[0], process={})) + "\n",
+             "line 1: no process.segment_bytes"),
+            ("a negative number", lines[0].replace('"live_bytes":', '"live_bytes":-', 1) + "\n",
+             "line 1: no process.live_bytes (a whole number)"),
+            ("nested deep", deep + "\n", "line 1: not a sample (nested too deep)"),
+            ("a long line", "x" * 3000000 + "\n", "line 1: not JSON (at byte 1)"),
+            ("NUL bytes", "\0" * 5000, "line 1: not JSON (at byte 1)")):
+        path = os.path.join(tmp, "bad.jsonl")
+        with open(path, "w") as f:
+            f.write(text)
+        r = run([ml, "check", path, "live_bytes<=1GiB"])
+        check(one_line_error(r, 6, "bad.jsonl" + (": " if "line" in says else " ") + says),
+              "check of a file with %s: exit 6, one line, %r (got %d: %s)" %
+              (name, says, r.returncode, r.stderr.strip()[:200]))
+    path = os.path.join(tmp, "cut.jsonl")
+    with open(path, "w") as f:
+        f.write(lines[0][:50])
+    r = run([ml, "check", path, "live_bytes<=1GiB"])
+    err = r.stderr.splitlines()
+    check(r.returncode == 6 and len(err) == 2 and "the last line (1) is cut short" in err[0] and
+          err[1] == "memlive: check: %s holds no sample" % path,
+          "check of a file of one cut line: the warning, then exit 6 (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    # The rows class budgets read are checked too.
+    bad_rows = dict(samples[0], exited=[[99] + [0] * 16])
+    r = run([ml, "check", "-", "class[1].live<=5"], input=json.dumps(bad_rows) + "\n")
+    check(one_line_error(r, 6, "stdin: line 1: no \"exited\" rows"),
+          "check: a row of a class that does not exist (%d: %s)" % (r.returncode,
+                                                                    r.stderr.strip()))
+    # A line longer than any sample (256 MiB) stops the read there.
+    p = subprocess.Popen([ml, "check", "-", "live_bytes<=1"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        block = b"7" * (1 << 20)
+        for _ in range(300):
+            p.stdin.write(block)
+        p.stdin.close()
+    except BrokenPipeError:
+        pass
+    _, err = p.communicate(timeout=TIMEOUT)
+    check(p.returncode == 6 and err.decode().startswith(
+        "memlive: check: stdin: line 1: longer than 256 MiB"),
+          "check: a line past 256 MiB: exit 6 (%d: %s)" % (p.returncode, err.strip()[:200]))
+
+    # Fuzzed input (a fixed seed): random bytes, random lines, a recording with bytes changed.
+    # Never a crash or a hang: exit 6 (or 0 or 9 when a changed byte leaves a valid sample), and
+    # one line on stderr.
+    rng = random.Random(1234)
+    raw = open(rec, "rb").read()
+    cases = []
+    for n in (1, 17, 4096, 1 << 20):
+        cases.append(bytes(rng.getrandbits(8) for _ in range(min(n, 4096))) * max(1, n // 4096))
+    for _ in range(6):
+        cases.append(b"\n".join(bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 200)))
+                                for _ in range(rng.randrange(1, 20))))
+    for _ in range(30):
+        b = bytearray(raw)
+        for _ in range(rng.randrange(1, 5)):
+            b[rng.randrange(len(b))] = rng.getrandbits(8)
+        cases.append(bytes(b))
+    cases.append(raw[:rng.randrange(len(raw))])
+    bad = []
+    for i, data in enumerate(cases):
+        r = subprocess.run([ml, "check", "-", "live_bytes<=1GiB", "threads<=100",
+                            "class[3].live<=10"], input=data, capture_output=True,
+                           timeout=TIMEOUT)
+        errs = r.stderr.decode(errors="replace").splitlines()
+        if not (r.returncode in (0, 6, 9) and len(errs) <= 1 and
+                (r.returncode != 6 or errs[0].startswith("memlive: check: "))):
+            bad.append((i, r.returncode, errs[:2]))
+    check(not bad, "check of %d fuzzed inputs: exit 0, 6 or 9, at most one line on stderr (%s)" %
+          (len(cases), bad[:3]))
+
+    # record --budget: checked at each sample, said when exceeded, the recording goes on.
+    out = os.path.join(tmp, "budget-live.jsonl")
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "3", "--out", out,
+             "--budget", "live_bytes<=1KiB", "--budget", "threads>=1"])
+    err = r.stderr.splitlines()
+    n = len(open(out).read().splitlines()) if os.path.exists(out) else 0
+    check(r.returncode == 9 and n == 3 and len(err) == 4 and
+          err[0].startswith("memlive: record: budget live_bytes<=1KiB exceeded at sample 1 "
+                            "(+0.000 s): ") and err[0].endswith("; limit 1024 (1 KiB)") and
+          err[1].startswith("memlive: recorded 3 samples to ") and
+          err[2].startswith("FAIL live_bytes<=1KiB: worst ") and "of 3 (+" in err[2] and
+          err[3].startswith("PASS threads>=1: worst "),
+          "record --budget exceeded: said at sample 1, 3 samples written, the lines, exit 9 "
+          "(%d, %d lines: %s)" % (r.returncode, n, r.stderr.strip()))
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "2", "--out", out,
+             "--budget", "live_bytes<=16GiB"])
+    err = r.stderr.splitlines()
+    check(r.returncode == 0 and len(err) == 2 and err[1].startswith("PASS live_bytes<=16GiB"),
+          "record --budget held: exit 0 and its PASS line (%d: %s)" % (r.returncode,
+                                                                       r.stderr.strip()))
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "2", "--out", out,
+             "--budget", "live<=1"])
+    check(r.returncode == 2 and r.stderr.startswith("memlive: record: --budget: unknown metric "
+                                                    "'live'") and len(r.stderr.splitlines()) == 1,
+          "record --budget with an unknown metric: exit 2 (%d: %s)" % (r.returncode,
+                                                                      r.stderr.strip()))
+
+    r = run([ml, "check", "--help"])
+    check(r.returncode == 0 and r.stdout.startswith("usage: memlive check FILE BUDGET") and
+          "class[N].live" in r.stdout, "check --help")
+    r = run([ml, "--help"])
+    check("9  check, record --budget: a budget was exceeded" in r.stdout and
+          "\n  check FILE BUDGET" in r.stdout, "--help lists check and exit code 9")
+
+
 def waits_on_pipe(pid):
     """Whether `memlive record` waits for its output pipe's reader: in write() (pipe_write) or
     in ppoll() on one fd (its waits between samples poll none)."""
@@ -1059,6 +1359,17 @@ def cmd_cli(ml, wl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def cmd_check_budgets(ml, wl):
+    w = Workload(wl)
+    tmp = tempfile.mkdtemp(prefix="memlive-test-")
+    try:
+        check_check(ml, w.pid, tmp)
+        check(w.stop() == 0, "workload exits 0")
+    finally:
+        w.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def cmd_permission(ml):
     if os.geteuid() == 0:
         print("SKIP: running as root, who can read any file: the permission case cannot happen")
@@ -1130,10 +1441,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memlive", required=True)
     ap.add_argument("--workload", required=True)
-    ap.add_argument("what", choices=["cli", "permission", "promtool"])
+    ap.add_argument("what", choices=["cli", "check", "permission", "promtool"])
     a = ap.parse_args()
     if a.what == "cli":
         code = cmd_cli(a.memlive, a.workload) or 0
+    elif a.what == "check":
+        code = cmd_check_budgets(a.memlive, a.workload) or 0
     elif a.what == "permission":
         code = cmd_permission(a.memlive)
     else:

@@ -1,0 +1,439 @@
+// budget.h -- the budgets of `memlive check` and `memlive record --budget`: parsing
+// "METRIC<=VALUE", a sample's values (from a recorded JSON line or a live snapshot), and the
+// worst value each budget saw. SPDX-License-Identifier: MIT
+//
+// Only main.cpp includes this file. The metrics are named as the snapshot JSON names them
+// (memlive/README.md, "The JSON schema"), so a user finds them in a recording:
+//   the fields of "process" (live_bytes, resident_bytes, ...),
+//   threads                 the program's threads alive (slots in state "alive" that are not
+//                           memlive's own, "memlive": true),
+//   class[N].COUNTER        the process total of a counter of size class N (the `counters`
+//                           names: allocs, frees, peak_live, ...), exited threads included, as
+//                           GET /metrics?by=class reports it,
+//   class[N].live           live blocks of class N (Prometheus livealloc_live_blocks, CSV live),
+//   class[N].live_bytes     those blocks times the class's size (class 0: large_bytes).
+#ifndef MEMLIVE_SRC_BUDGET_H
+#define MEMLIVE_SRC_BUDGET_H
+
+#include <memlive.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace budgets {
+
+namespace tl = livealloc::telemetry;
+namespace rd = livealloc::reader;
+
+// The fields of the snapshot's "process" object, in append_json's order.
+constexpr const char* kProcessFields[] = {
+    "segment_bytes", "large_bytes", "cached_bytes",     "committed_bytes", "mmap_calls",
+    "munmap_calls",  "madvise_calls", "purges",         "slots_used",      "overflow_threads",
+    "live_blocks",   "live_bytes",  "resident_bytes"};
+constexpr unsigned kProcessCount = sizeof kProcessFields / sizeof kProcessFields[0];
+constexpr unsigned kResident = 12;  // index of resident_bytes
+constexpr unsigned kLarge = 1;      // index of large_bytes
+constexpr unsigned kOverflow = 9;   // index of overflow_threads
+
+// One sample's values.
+struct sample {
+  std::uint64_t taken_ns = 0;
+  bool alive = true;  // the process was running: threads and resident_bytes mean something
+  std::uint64_t process[kProcessCount] = {};
+  std::uint64_t threads = 0;  // the program's threads alive
+  std::vector<std::uint64_t> class_sizes;
+  rd::counter_matrix total{};  // [class][counter]: exited totals plus every thread's row
+};
+
+struct budget {
+  enum kind_t { process, threads, class_counter, class_live, class_live_bytes };
+  std::string text;  // as given, spaces removed: "live_bytes<=64MiB"
+  kind_t kind = process;
+  unsigned index = 0;  // process: kProcessFields; class_counter: the counter
+  unsigned cls = 0;
+  bool upper = true;    // <= or <: the worst value is the largest
+  bool strict = false;  // < or >
+  std::uint64_t limit = 0;
+  bool bytes = false;  // shown in KiB, MiB, ... as well
+
+  // What the samples showed.
+  std::uint64_t samples = 0;  // samples that had a value
+  std::uint64_t worst = 0, worst_sample = 0, worst_ns = 0;
+  std::uint64_t over = 0, first_over = 0, first_over_ns = 0, first_over_value = 0;
+
+  bool within(std::uint64_t v) const {
+    return upper ? (strict ? v < limit : v <= limit) : (strict ? v > limit : v >= limit);
+  }
+  bool passed() const { return samples > 0 && over == 0; }
+};
+
+inline std::string known_metrics() {
+  std::string s;
+  for (const char* f : kProcessFields) s += std::string(f) + ", ";
+  s += "threads, class[N].live, class[N].live_bytes, class[N].COUNTER (";
+  for (unsigned c = 0; c < tl::kCounterCount; ++c)
+    s += std::string(c ? ", " : "") + memlive::kCounterNames[c];
+  return s + "), N from 0 to " + std::to_string(tl::kClassCount - 1);
+}
+
+// "64MiB", "1024", "2GiB": a whole number and an optional binary suffix (any case). 1: *out
+// holds it; 0: not such a number; -1: past 64 bits.
+inline int parse_value(const std::string& text, std::uint64_t* out) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  const std::string digits = text.substr(0, i), suffix = text.substr(i);
+  static const struct {
+    const char* name;
+    unsigned shift;
+  } kSuffixes[] = {{"", 0}, {"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  int shift = -1;
+  for (const auto& s : kSuffixes)
+    if (memlive::detail::iequals(suffix, s.name)) shift = static_cast<int>(s.shift);
+  if (digits.empty() || shift < 0) return 0;
+  std::uint64_t v = 0;
+  for (char c : digits)
+    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, unsigned(c - '0'), &v))
+      return -1;
+  if (shift > 0 && v > (~std::uint64_t(0) >> shift)) return -1;
+  *out = v << shift;
+  return 1;
+}
+
+// Parses "METRIC<=VALUE" (also <, >=, >; spaces anywhere are ignored).
+inline bool parse(const std::string& given, budget* b, std::string* error) {
+  std::string text;
+  for (char c : given)
+    if (c != ' ' && c != '\t') text += c;
+  b->text = text;
+  const std::size_t op = text.find_first_of("<>=!");
+  if (op == std::string::npos || op == 0) {
+    *error = "budget '" + text + "' is not METRIC<=VALUE (or <, >=, >), as live_bytes<=64MiB";
+    return false;
+  }
+  std::size_t end = op;
+  while (end < text.size() && std::strchr("<>=!", text[end])) ++end;
+  const std::string oper = text.substr(op, end - op), metric = text.substr(0, op);
+  if (oper != "<=" && oper != "<" && oper != ">=" && oper != ">") {
+    *error = "bad operator '" + oper + "' in '" + text + "': one of <=, <, >=, >";
+    return false;
+  }
+  b->upper = oper[0] == '<';
+  b->strict = oper.size() == 1;
+  const std::string value = text.substr(end);
+  const int got = parse_value(value, &b->limit);
+  if (got <= 0) {
+    *error = got == 0 ? "bad number '" + value + "' in '" + text +
+                            "': a whole number, optionally followed by KiB, MiB, GiB or TiB "
+                            "(1024-based)"
+                      : "'" + value + "' in '" + text +
+                            "' is too large (at most 18446744073709551615, 2^64 - 1)";
+    return false;
+  }
+  for (unsigned i = 0; i < kProcessCount; ++i)
+    if (metric == kProcessFields[i]) {
+      b->kind = budget::process;
+      b->index = i;
+      b->bytes = metric.size() > 6 && metric.compare(metric.size() - 6, 6, "_bytes") == 0;
+      return true;
+    }
+  if (metric == "threads") {
+    b->kind = budget::threads;
+    return true;
+  }
+  // class[N].NAME
+  const std::size_t close = metric.find("].");
+  if (metric.compare(0, 6, "class[") == 0 && close != std::string::npos && close > 6) {
+    std::int64_t n = -1;
+    const std::string index = metric.substr(6, close - 6), name = metric.substr(close + 2);
+    if (!memlive::detail::is_whole_number(index) || index[0] == '-' || index[0] == '+' ||
+        !memlive::detail::parse_int(index, &n) || n >= tl::kClassCount) {
+      *error = "size class '" + index + "' in '" + text + "' is not from 0 to " +
+               std::to_string(tl::kClassCount - 1) + " (a recording's class_sizes lists them)";
+      return false;
+    }
+    b->cls = static_cast<unsigned>(n);
+    b->bytes = name.size() > 6 && name.compare(name.size() - 6, 6, "_bytes") == 0;
+    if (name == "live") {
+      b->kind = budget::class_live;
+      return true;
+    }
+    if (name == "live_bytes") {
+      b->kind = budget::class_live_bytes;
+      return true;
+    }
+    for (unsigned c = 0; c < tl::kCounterCount; ++c)
+      if (name == memlive::kCounterNames[c]) {
+        b->kind = budget::class_counter;
+        b->index = c;
+        return true;
+      }
+  }
+  *error = "unknown metric '" + metric + "' in '" + text + "'; known: " + known_metrics();
+  return false;
+}
+
+// The value of `b` in `s`; false when the sample has none (threads and resident_bytes of a
+// process that is gone: the final sample of a recording that followed the process's exit).
+inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
+  switch (b.kind) {
+    case budget::process:
+      if (b.index == kResident && !s.alive) return false;
+      *v = s.process[b.index];
+      return true;
+    case budget::threads:
+      if (!s.alive) return false;
+      *v = s.threads;
+      return true;
+    case budget::class_counter:
+      *v = s.total[b.cls][b.index];
+      return true;
+    case budget::class_live:
+    case budget::class_live_bytes: {
+      const std::uint64_t live = rd::detail::live_of(s.total[b.cls]);
+      if (b.kind == budget::class_live) {
+        *v = live;
+      } else if (b.cls == 0) {
+        *v = s.process[kLarge];
+      } else {
+        const std::uint64_t size = b.cls < s.class_sizes.size() ? s.class_sizes[b.cls] : 0;
+        if (__builtin_mul_overflow(live, size, v)) *v = ~std::uint64_t(0);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// Takes sample number `n` (1-based) into every budget; the budgets it is the first to break.
+inline std::vector<budget*> observe(std::vector<budget>& bs, const sample& s, std::uint64_t n,
+                                    std::uint64_t t0_ns) {
+  std::vector<budget*> broke;
+  const std::uint64_t at = s.taken_ns > t0_ns ? s.taken_ns - t0_ns : 0;
+  for (budget& b : bs) {
+    std::uint64_t v = 0;
+    if (!value_of(b, s, &v)) continue;
+    if (b.samples++ == 0 || (b.upper ? v > b.worst : v < b.worst)) {
+      b.worst = v;
+      b.worst_sample = n;
+      b.worst_ns = at;
+    }
+    if (!b.within(v) && b.over++ == 0) {
+      b.first_over = n;
+      b.first_over_ns = at;
+      b.first_over_value = v;
+      broke.push_back(&b);
+    }
+  }
+  return broke;
+}
+
+inline std::string with_unit(std::uint64_t v, bool bytes) {
+  std::string s = std::to_string(v);
+  if (!bytes || v < 1024) return s;
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double x = static_cast<double>(v) / 1024;
+  unsigned u = 0;
+  while (x >= 1024 && u + 1 < sizeof kUnits / sizeof kUnits[0]) {
+    x /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  std::string n = buf;
+  while (n.back() == '0') n.pop_back();
+  if (n.back() == '.') n.pop_back();
+  return s + " (" + n + " " + kUnits[u] + ")";
+}
+
+inline std::string seconds(std::uint64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "+%llu.%03llu s", static_cast<unsigned long long>(ns / 1000000000),
+                static_cast<unsigned long long>(ns / 1000000 % 1000));
+  return buf;
+}
+
+// One line: "PASS live_bytes<=64MiB: worst 123 at sample 4 of 10 (+0.300 s); limit 67108864
+// (64 MiB)", and for a budget exceeded how many samples were over and the first.
+inline std::string report_line(const budget& b, std::uint64_t total) {
+  std::string s = std::string(b.passed() ? "PASS " : "FAIL ") + b.text + ": ";
+  if (total == 0) {
+    s += "no sample";
+  } else if (b.samples == 0) {
+    s += "no value in " + std::to_string(total) + " sample" + (total == 1 ? "" : "s") +
+         " (it is read while the process runs, and every sample is of the process gone)";
+  } else {
+    s += "worst " + with_unit(b.worst, b.bytes) + " at sample " + std::to_string(b.worst_sample) +
+         " of " + std::to_string(total) + " (" + seconds(b.worst_ns) + ")";
+  }
+  s += "; limit " + with_unit(b.limit, b.bytes);
+  if (b.over > 0)
+    s += "; over in " + std::to_string(b.over) + " of " + std::to_string(b.samples) +
+         " samples, first at sample " + std::to_string(b.first_over) + " (" +
+         seconds(b.first_over_ns) + ")";
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Samples from a live snapshot (record --budget) and from a recorded line (check).
+// ------------------------------------------------------------------------------------------------
+
+inline void add_row(rd::counter_matrix& total, unsigned cls, const std::uint64_t* row) {
+  for (unsigned c = 0; c < tl::kCounterCount; ++c)
+    if (__builtin_add_overflow(total[cls][c], row[c], &total[cls][c]))
+      total[cls][c] = ~std::uint64_t(0);
+}
+
+inline sample from_snapshot(const rd::snapshot& s) {
+  sample out;
+  out.taken_ns = s.taken_ns;
+  out.alive = s.process_alive;
+  const std::uint64_t values[kProcessCount] = {
+      s.segment_bytes, s.large_bytes,   s.cached_bytes, s.committed_bytes,  s.mmap_calls,
+      s.munmap_calls,  s.madvise_calls, s.purges,       s.slots_used,       s.overflow_threads,
+      s.live_blocks(), s.live_bytes(),  s.resident_bytes};
+  std::copy(values, values + kProcessCount, out.process);
+  out.class_sizes = s.class_sizes;
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    add_row(out.total, cls, s.exited[cls].data());
+  for (const rd::thread_view& t : s.threads) {
+    if (t.state == tl::slot_alive && s.process_alive && !memlive::is_memlive_thread(s, t))
+      ++out.threads;
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      add_row(out.total, cls, t.counters[cls].data());
+  }
+  return out;
+}
+
+// What the budgets read of a line: only those parts are parsed and checked.
+struct needs {
+  bool threads = false, classes = false;
+};
+inline needs needs_of(const std::vector<budget>& bs) {
+  needs n;
+  for (const budget& b : bs) {
+    n.threads = n.threads || b.kind == budget::threads;
+    n.classes = n.classes || b.kind == budget::class_counter || b.kind == budget::class_live ||
+                b.kind == budget::class_live_bytes;
+  }
+  return n;
+}
+
+inline bool whole(const nlohmann::json& j, const char* key, std::uint64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return false;
+  *out = it->get<std::uint64_t>();
+  return true;
+}
+
+// A `classes` or `exited` matrix: rows [class, c0, ..., c15] added into s->total.
+inline bool add_rows(const nlohmann::json& rows, sample* s) {
+  if (!rows.is_array()) return false;
+  std::uint64_t row[tl::kCounterCount];
+  for (const nlohmann::json& r : rows) {
+    if (!r.is_array() || r.size() != tl::kCounterCount + 1) return false;
+    for (const nlohmann::json& v : r)
+      if (!v.is_number_unsigned()) return false;
+    const std::uint64_t cls = r[0].get<std::uint64_t>();
+    if (cls >= tl::kClassCount) return false;
+    for (unsigned c = 0; c < tl::kCounterCount; ++c) row[c] = r[c + 1].get<std::uint64_t>();
+    add_row(s->total, static_cast<unsigned>(cls), row);
+  }
+  return true;
+}
+
+// One recorded line, parsed. False with *error (without the line number) when it is not a
+// memlive.snapshot/1 sample of this telemetry layout, or lacks what the budgets read.
+inline bool from_json(const nlohmann::json& j, const needs& n, sample* s, std::string* error) {
+  auto bad = [&](const std::string& what) {
+    *error = what;
+    return false;
+  };
+  if (!j.is_object()) return bad("not a JSON object, as `memlive record` writes");
+  auto schema = j.find("schema");
+  if (schema == j.end() || !schema->is_string())
+    return bad("not a memlive snapshot (no \"schema\"; `memlive record` writes one per line)");
+  if (schema->get<std::string>() != "memlive.snapshot/1")
+    return bad("schema '" + schema->get<std::string>().substr(0, 64) +
+               "'; this memlive reads memlive.snapshot/1");
+  std::uint64_t version = 0;
+  if (!whole(j, "layout_version", &version)) return bad("no layout_version");
+  if (version != tl::kVersion)
+    return bad("a recording of telemetry layout version " + std::to_string(version) +
+               "; this memlive reads version " + std::to_string(tl::kVersion));
+  if (!whole(j, "taken_ns", &s->taken_ns)) return bad("no taken_ns");
+  auto alive = j.find("alive");
+  if (alive == j.end() || !alive->is_boolean()) return bad("no \"alive\"");
+  s->alive = alive->get<bool>();
+  auto process = j.find("process");
+  if (process == j.end() || !process->is_object()) return bad("no \"process\" object");
+  for (unsigned i = 0; i < kProcessCount; ++i)
+    if (!whole(*process, kProcessFields[i], &s->process[i]))
+      return bad(std::string("no process.") + kProcessFields[i] + " (a whole number)");
+  auto threads = j.find("threads");
+  if ((n.threads || n.classes) && (threads == j.end() || !threads->is_array()))
+    return bad("no \"threads\" array");
+  if (n.threads)
+    for (const nlohmann::json& t : *threads) {
+      if (!t.is_object()) return bad("a thread that is not an object");
+      auto state = t.find("state");
+      if (state == t.end() || !state->is_string()) return bad("a thread without a state");
+      auto own = t.find("memlive");  // absent in older records: false
+      if (state->get<std::string>() == "alive" && s->alive &&
+          !(own != t.end() && own->is_boolean() && own->get<bool>()))
+        ++s->threads;
+    }
+  if (n.classes) {
+    auto counters = j.find("counters");
+    bool same = counters != j.end() && counters->is_array() &&
+                counters->size() == tl::kCounterCount;
+    for (unsigned c = 0; same && c < tl::kCounterCount; ++c)
+      same = (*counters)[c].is_string() &&
+             (*counters)[c].get<std::string>() == memlive::kCounterNames[c];
+    if (!same) return bad("its \"counters\" are not the 16 this memlive names");
+    auto sizes = j.find("class_sizes");
+    if (sizes == j.end() || !sizes->is_array() || sizes->size() != tl::kClassCount)
+      return bad("no class_sizes of " + std::to_string(tl::kClassCount) + " classes");
+    for (const nlohmann::json& v : *sizes) {
+      if (!v.is_number_unsigned()) return bad("a class size that is not a whole number");
+      s->class_sizes.push_back(v.get<std::uint64_t>());
+    }
+    auto exited = j.find("exited");
+    if (exited == j.end() || !add_rows(*exited, s))
+      return bad("no \"exited\" rows of [class, 16 counters]");
+    for (const nlohmann::json& t : *threads) {
+      auto rows = t.is_object() ? t.find("classes") : t.end();
+      if (!t.is_object() || rows == t.end() || !add_rows(*rows, s))
+        return bad("a thread without \"classes\" rows of [class, 16 counters]");
+    }
+  }
+  return true;
+}
+
+// How deep the brackets of a line nest, outside strings, stopping past `limit`: a sample nests
+// 4 deep; a line of a million '[' would make the parser build a million nested values.
+inline unsigned depth(const std::string& line, unsigned limit) {
+  unsigned d = 0, most = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++d > most && (most = d) > limit) return most;
+    } else if ((c == ']' || c == '}') && d > 0) {
+      --d;
+    }
+  }
+  return most;
+}
+
+}  // namespace budgets
+
+#endif  // MEMLIVE_SRC_BUDGET_H
