@@ -952,6 +952,8 @@ int cmd_record(const args& a) {
 // The longest line check reads: a sample of 4,096 threads with every class in use is about
 // 75 MB.
 constexpr std::size_t kMaxLine = std::size_t(256) << 20;
+constexpr std::size_t kMaxValues = std::size_t(8) << 20;
+struct too_many_values {};
 
 int cmd_check(const args& a) {
   if (a.positional.empty())
@@ -982,8 +984,29 @@ int cmd_check(const args& a) {
     if (text.empty()) return malformed(n, "empty (every line of a recording is one sample)");
     nlohmann::json j;
     if (budgets::depth(text, 8) > 8) return malformed(n, "not a sample (nested too deep)");
+    // Only what the budgets read is kept, and the parse stops past kMaxValues values (a line of
+    // 256 MiB could hold 128 million numbers, gigabytes as a DOM; 8 million take about 300 MB,
+    // and a sample of 4,096 threads with every class in use holds about 4 million).
+    std::size_t values = 0;
+    const auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (event != nlohmann::json::parse_event_t::key) {
+        if (++values > kMaxValues) throw too_many_values{};
+        return true;
+      }
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (depth == 1)
+        return key == "schema" || key == "pid" || key == "program" || key == "alive" ||
+               key == "taken_ns" || key == "layout_version" || key == "process" ||
+               (key == "threads" && (need.threads || need.classes)) ||
+               (need.classes && (key == "counters" || key == "class_sizes" || key == "exited"));
+      if (depth == 3)  // a thread's
+        return key == "state" || key == "memlive" || (need.classes && key == "classes");
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(text);
+      j = nlohmann::json::parse(text, keep);
+    } catch (const too_many_values&) {
+      return malformed(n, "not a sample (more than " + std::to_string(kMaxValues) + " values)");
     } catch (const nlohmann::json::parse_error& e) {
       // A record stopped while it wrote to a pipe leaves the start of a sample.
       if (unfinished && text.compare(0, 10, "{\"schema\":") == 0) {

@@ -1148,6 +1148,8 @@ def check_check(ml, pid, tmp):
             ("a negative number", lines[0].replace('"live_bytes":', '"live_bytes":-', 1) + "\n",
              "line 1: no process.live_bytes (a whole number)"),
             ("nested deep", deep + "\n", "line 1: not a sample (nested too deep)"),
+            ("9 million numbers", "{\"options\": [" + "0," * (9 << 20) + "0]}\n",
+             "line 1: not a sample (more than 8388608 values)"),
             ("a long line", "x" * 3000000 + "\n", "line 1: not JSON (at byte 1)"),
             ("NUL bytes", "\0" * 5000, "line 1: not JSON (at byte 1)")):
         path = os.path.join(tmp, "bad.jsonl")
