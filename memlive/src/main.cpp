@@ -1015,9 +1015,10 @@ int cmd_check(const args& a) {
                    "left out");
         return 0;
       }
-      return malformed(n, e.byte >= text.size() ? std::string("not JSON (it ends too soon)")
-                                                : "not JSON (at byte " + std::to_string(e.byte) +
-                                                      ")");
+      const bool short_of_end = e.byte >= text.size() &&
+                                std::strstr(e.what(), "unexpected end of input") != nullptr;
+      return malformed(n, short_of_end ? std::string("not JSON (it ends too soon)")
+                                       : "not JSON (at byte " + std::to_string(e.byte) + ")");
     }
     budgets::sample s;
     std::string err;

@@ -1134,6 +1134,7 @@ def check_check(ml, pid, tmp):
     for name, text, says in (
             ("empty", "", "holds no sample (it is empty)"),
             ("not JSON", lines[0] + "\nhello\n" + lines[1] + "\n", "line 2: not JSON (at byte 1)"),
+            ("one letter", "x\n", "line 1: not JSON (at byte 1)"),
             ("JSON ending too soon", lines[0] + "\n{\"schema\": [1,\n", "line 2: not JSON (it "
              "ends too soon)"),
             ("an empty line", lines[0] + "\n\n", "line 2: empty"),
