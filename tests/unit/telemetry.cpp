@@ -5,6 +5,7 @@
 
 #include <livealloc.h>
 #include <livealloc_reader.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -773,6 +774,91 @@ TEST_CASE("a fork child's segment has the parent's free matrix and a working ove
   CHECK(overflow->slot == 3);
   CHECK(cc.total(la::detail::class_of(100), c_allocs) == 600);  // none lost in the overflow slot
   CHECK(c.finish() == 0);
+}
+
+namespace {
+
+// Every cell of a process's free matrix, read from its file with pread (a hole reads as zeros
+// and stays a hole), in (row, column) order: what a snapshot loading every cell would show.
+std::vector<rd::snapshot::free_cell> matrix_in_file(int pid) {
+  const int fd = open(shm_path(pid).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  unsigned char h[sizeof(segment_header)];
+  REQUIRE(pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h));
+  std::uint32_t n = 0;
+  std::uint64_t at = 0;
+  std::memcpy(&n, h + offsetof(segment_header, slot_count), sizeof n);
+  std::memcpy(&at, h + offsetof(segment_header, matrix_offset), sizeof at);
+  std::vector<std::uint64_t> cells(std::size_t(n) * n);
+  const auto bytes = static_cast<ssize_t>(cells.size() * 8);
+  CHECK(pread(fd, cells.data(), std::size_t(bytes), static_cast<off_t>(at)) == bytes);
+  close(fd);
+  std::vector<rd::snapshot::free_cell> out;
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    if (cells[i]) out.push_back({std::uint32_t(i / n), std::uint32_t(i % n), cells[i]});
+  return out;
+}
+
+const rd::thread_view* by_name(const rd::snapshot& s, const char* name) {
+  for (const auto& t : s.threads)
+    if (t.name == name && t.state == slot_alive) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+// A snapshot loads only the rows of the matrix that can hold a count (read_free_matrix): a
+// row wrongly left out loses cells. telemetry_child matrix makes cells in the row of a slot
+// taken again, whose counters show no remote free, in the overflow row, whose slot's counters
+// lag behind, and in the column of the last slot taken; the snapshot must hold exactly the
+// file's non-zero cells, and the known counts.
+TEST_CASE("a snapshot's free matrix is every non-zero cell of the file, with the known counts") {
+  for (const int slots : {6, 64}) {
+    CAPTURE(slots);
+    const bool overflowing = slots == 6;  // mx-over, the seventh thread, shares the overflow slot
+    child c({"matrix"}, {"LIVEALLOC_PROFILE=1", "LIVEALLOC_TELEMETRY_SLOTS=" +
+                                                    std::to_string(slots)});
+    std::string err;
+    auto seg = rd::segment::open_pid(c.pid, &err);
+    INFO(err);
+    REQUIRE(seg);
+    const rd::snapshot s = snap(*seg);
+    const auto file = matrix_in_file(c.pid);
+    REQUIRE(s.free_matrix.size() == file.size());
+    for (std::size_t i = 0; i < file.size(); ++i) {
+      CAPTURE(i);
+      CHECK(s.free_matrix[i].from_slot == file[i].from_slot);
+      CHECK(s.free_matrix[i].owner_slot == file[i].owner_slot);
+      CHECK(s.free_matrix[i].blocks == file[i].blocks);
+    }
+    const rd::thread_view* main_thread = by_tid(s, c.pid);
+    const rd::thread_view* owner = by_name(s, "mx-owner");
+    const rd::thread_view* heir = by_name(s, "mx-heir");
+    const rd::thread_view* quiet = by_name(s, "mx-quiet");
+    const rd::thread_view* sender = by_name(s, "mx-sender");
+    const rd::thread_view* over = overflowing ? overflow_slot(s) : by_name(s, "mx-over");
+    REQUIRE(main_thread);
+    REQUIRE(owner);
+    REQUIRE(heir);
+    REQUIRE(quiet);
+    REQUIRE(sender);
+    REQUIRE(over);
+    CHECK(heir->incarnation == 2);  // mx-gone's slot, taken again
+    CHECK(heir->total(c_remote_sent) == 0);
+    CHECK(s.freed(heir->slot, owner->slot) == 3);  // mx-gone's frees, in the slot's row
+    CHECK(s.freed(sender->slot, main_thread->slot) == 5);
+    CHECK(s.freed(over->slot, owner->slot) == 7);
+    CHECK(s.freed(main_thread->slot, over->slot) == 2);
+    if (overflowing) {
+      CHECK(over->slot == 5);
+      CHECK(over->total(c_remote_sent) == 0);  // not published yet: the row is read anyway
+    } else {
+      CHECK(over->slot + 1 == s.slots_used);  // the last column in use
+    }
+    CHECK(quiet->total(c_remote_sent) == 0);
+    CHECK(s.free_matrix.size() == 4);
+    CHECK(c.finish() == 0);
+  }
 }
 
 TEST_CASE("a fork child publishes its own segment") {

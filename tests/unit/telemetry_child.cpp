@@ -6,11 +6,15 @@
 //   telemetry_child fork_threads N a second thread frees a block of the main thread's and exits;
 //                                  fork; the child runs N threads as `threads N` does and reports
 //                                  "ready <child pid>"; both wait
+//   telemetry_child matrix         known cross-thread frees between named threads, one after
+//                                  another, all but one alive at the end (matrix_threads)
 #include <livealloc.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +42,61 @@ void run_threads(int n, std::vector<std::vector<void*>>& kept) {
     });
   for (auto& th : ts) th.join();
 }
+
+// Threads that free each other's blocks in known numbers, started one after another, so that
+// each takes the next slot: main; "mx-owner" allocates 20 blocks; "mx-gone" frees 3 of them
+// and exits; "mx-heir" takes its heap and slot (incarnation 2) and frees nothing remotely, so
+// the slot's counters show no remote free while its row of the matrix holds the 3; "mx-quiet"
+// frees only its own blocks; "mx-sender" frees 5 of main's blocks; "mx-over" frees 7 of the
+// owner's blocks and allocates 2 that main frees. With 6 slots mx-over has none: it counts in the
+// overflow slot, whose counters it publishes only at its 256th slow path or its exit, while its
+// cells are in the overflow row at once. All but mx-gone stay alive until `release` is called.
+struct matrix_threads {
+  std::vector<std::thread> alive;
+  std::atomic<bool> released{false};
+  void* mine[5] = {};
+  void* owned[20] = {};
+  void* over[2] = {};
+
+  // Runs fn on a new thread named `name`; returns once fn is done, the thread staying alive.
+  template <class F>
+  void stay(const char* name, F fn) {
+    std::atomic<bool> done{false};
+    alive.emplace_back([this, name, fn, &done] {
+      pthread_setname_np(pthread_self(), name);
+      fn();
+      done.store(true);
+      while (!released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    while (!done.load()) std::this_thread::yield();
+  }
+  void run() {
+    for (void*& p : mine) p = livealloc::allocate(64);
+    stay("mx-owner", [this] {
+      for (void*& p : owned) p = livealloc::allocate(100);
+    });
+    std::thread([this] {
+      pthread_setname_np(pthread_self(), "mx-gone");
+      for (int i = 0; i < 3; ++i) livealloc::deallocate(owned[i]);
+    }).join();
+    stay("mx-heir", [] { livealloc::deallocate(livealloc::allocate(100)); });
+    stay("mx-quiet", [] {
+      for (int i = 0; i < 10; ++i) livealloc::deallocate(livealloc::allocate(200));
+    });
+    stay("mx-sender", [this] {
+      for (void* p : mine) livealloc::deallocate(p);
+    });
+    stay("mx-over", [this] {
+      for (int i = 3; i < 10; ++i) livealloc::deallocate(owned[i]);
+      for (void*& p : over) p = livealloc::allocate(300);
+    });
+    for (void* p : over) livealloc::deallocate(p);
+  }
+  void release() {
+    released.store(true);
+    for (std::thread& t : alive) t.join();
+  }
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +141,15 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  if (mode == "matrix") {
+    matrix_threads m;
+    m.run();
+    std::printf("ready %d\n", getpid());
+    std::fflush(stdout);
+    wait_for_parent();
+    m.release();
+    return 0;
   }
   return 2;
 }

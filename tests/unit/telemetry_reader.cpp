@@ -376,6 +376,54 @@ TEST_CASE("class units read back where the writer publishes them, and must lie i
       "exited totals [2048, 8832) and class units [3072, 3496) overlap");
 }
 
+// take() loads only the rows of the free matrix that can hold a count (read_free_matrix): the
+// rows of slots whose counters show no remote free but that may have counted some before (a
+// slot taken again, one changing hands) or later (the overflow slot) must be read, as must the
+// overflow column.
+TEST_CASE("free matrix cells read back, also in rows whose slot's counters show no remote free") {
+  temp_dir dir;
+  using F = fake_segment;
+  constexpr std::uint32_t n = F::kSlots;
+  constexpr std::uint64_t kMatrixOff = F::kSize, kSize = F::kSize + 8ull * n * n;
+  F f(getpid());
+  f.header()->matrix_offset = kMatrixOff;
+  f.header()->segment_size = kSize;
+  f.take_slot(3, tl::slot_overflow, getpid() + 3, "overflow");
+  f.slot(2)->state = tl::slot_unused;  // changing hands: state unused under a new incarnation
+  for (std::uint32_t i = 1; i < n; ++i)  // slot 1 is in its second incarnation
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+      auto* cc = reinterpret_cast<tl::class_counters*>(f.bytes() + F::kSlotsOff +
+                                                       i * F::kSlotSize + 128 + cls * 128);
+      cc->v[tl::c_remote_sent] = 0;
+    }
+  const std::string path = dir.file(getpid());
+  f.write(path, kSize);
+  const rd::snapshot::free_cell cells[] = {{0, 1, 5}, {0, 3, 2}, {1, 0, 3}, {2, 0, 4}, {3, 1, 7}};
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  for (const auto& c : cells) {
+    const auto at = static_cast<off_t>(kMatrixOff + 8 * (c.from_slot * n + c.owner_slot));
+    REQUIRE(pwrite(fd, &c.blocks, 8, at) == 8);
+  }
+  ::close(fd);
+  std::string err;
+  auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
+  REQUIRE_MESSAGE(seg != nullptr, err);
+  const rd::snapshot s = seg->take();
+  REQUIRE_MESSAGE(s.ok(), s.error);
+  REQUIRE(s.threads.size() == 3);  // slots 0, 1 and the overflow slot; 2 is changing hands
+  CHECK(s.threads[1].incarnation == 2);
+  CHECK(s.threads[1].total(tl::c_remote_sent) == 0);
+  CHECK(s.threads[2].total(tl::c_remote_sent) == 0);
+  REQUIRE(s.free_matrix.size() == std::size(cells));
+  for (std::size_t i = 0; i < std::size(cells); ++i) {
+    CAPTURE(i);
+    CHECK(s.free_matrix[i].from_slot == cells[i].from_slot);
+    CHECK(s.free_matrix[i].owner_slot == cells[i].owner_slot);
+    CHECK(s.free_matrix[i].blocks == cells[i].blocks);
+  }
+}
+
 TEST_CASE("live saturates at zero instead of wrapping") {
   rd::thread_view t;
   t.counters[3][tl::c_allocs] = 5;
