@@ -996,8 +996,15 @@ inline snapshot segment::take() const {
   }
 
   // Slots in use, by their state now (acquire: a slot's identity is written before its state).
+  // Listed first and then copied into threads sized once: a thread_view is 7 KB, and growing
+  // the vector by push_back moved and faulted in about twice the 27 MB of 4,000 threads per
+  // snapshot (a third of a snapshot's time).
   const detail::written data(fd_, size_);
   std::uint32_t taken_end = 0;  // one past the last regular slot in data (read_free_matrix)
+  struct in_use {
+    std::uint32_t slot, state, incarnation;
+  };
+  std::vector<in_use> used;
   for (std::uint32_t i = 0; i < l.slot_count; ++i) {
     const std::uint64_t at = l.slot(i) + offsetof(S, state);
     if (!data.has(at, sizeof(std::uint32_t))) continue;  // never written: unused
@@ -1006,11 +1013,13 @@ inline snapshot segment::take() const {
     if (state != telemetry::slot_alive && state != telemetry::slot_exited &&
         state != telemetry::slot_overflow)
       continue;  // unused (or changing hands), or a value this version does not know
-    thread_view t;
-    t.slot = i;
-    t.state = state;
-    t.incarnation = load<std::uint32_t>(p, l.slot(i) + offsetof(S, incarnation));
-    s.threads.push_back(std::move(t));
+    used.push_back({i, state, load<std::uint32_t>(p, l.slot(i) + offsetof(S, incarnation))});
+  }
+  s.threads.resize(used.size());
+  for (std::size_t k = 0; k < used.size(); ++k) {
+    s.threads[k].slot = used[k].slot;
+    s.threads[k].state = used[k].state;
+    s.threads[k].incarnation = used[k].incarnation;
   }
 
   // Counters in two passes, so that live never reads negative (TELEMETRY.md, "Reading rules"):
