@@ -133,6 +133,9 @@ struct snapshot {
   // (alive, exited or overflow). An exited thread's counters stay in its slot until a new thread
   // takes the slot and folds them into the exited totals (see TELEMETRY.md, "Totals").
   std::uint64_t total(unsigned cls, unsigned counter) const;
+  // total(cls, c) of every class and counter, in one pass that reads each thread's counters in
+  // order (a total at a time reads one number per thread, 7 KB apart: a cache miss each).
+  counter_matrix totals() const;
   std::uint64_t live(unsigned cls) const;  // live blocks of a class, whole process, saturating
   std::uint64_t live_blocks() const;       // over all classes
   // Bytes in live blocks: live blocks x block size for classes 1.., plus large_bytes.
@@ -717,15 +720,26 @@ inline std::uint64_t snapshot::live(unsigned cls) const {
   for (unsigned c = 0; c < telemetry::kCounterCount; ++c) v[c] = total(cls, c);
   return detail::live_of(v);
 }
+inline counter_matrix snapshot::totals() const {
+  counter_matrix t = exited;
+  for (const thread_view& th : threads)
+    for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls)
+      for (unsigned c = 0; c < telemetry::kCounterCount; ++c) t[cls][c] += th.counters[cls][c];
+  return t;
+}
+// Both from totals(): live(cls) for every class read the threads' counters 848 times over,
+// half of what memlive serve spent on a sample of 4,000 threads.
 inline std::uint64_t snapshot::live_blocks() const {
+  const counter_matrix all = totals();
   std::uint64_t t = 0;
-  for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls) t += live(cls);
+  for (unsigned cls = 0; cls < telemetry::kClassCount; ++cls) t += detail::live_of(all[cls]);
   return t;
 }
 inline std::uint64_t snapshot::live_bytes() const {
+  const counter_matrix all = totals();
   std::uint64_t t = large_bytes;
   for (unsigned cls = 1; cls < telemetry::kClassCount && cls < class_sizes.size(); ++cls)
-    t += live(cls) * class_sizes[cls];
+    t += detail::live_of(all[cls]) * class_sizes[cls];
   return t;
 }
 inline std::uint32_t snapshot::threads_alive() const {

@@ -1102,11 +1102,11 @@ inline std::string to_prometheus(const rd::snapshot& s) {
 inline std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* floor) {
   using detail::prom_label;
   const std::string pid = prom_label("pid", std::to_string(s.pid));
-  rd::counter_matrix sums{};
+  const rd::counter_matrix totals = s.totals();
+  rd::counter_matrix sums = totals;
   std::vector<detail::prom_row> rows;
   for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
-      sums[cls][c] = s.total(cls, c);
       // A total only grows: what reads lower is a slot left out, or a fold caught half done.
       if (floor && !counter_is_gauge(c)) {
         if (sums[cls][c] < (*floor)[cls][c]) sums[cls][c] = (*floor)[cls][c];
@@ -1116,7 +1116,7 @@ inline std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_mat
     if (detail::row_nonzero(sums[cls]))
       rows.push_back({pid + "," + prom_label("class", std::to_string(cls)) + "," +
                           prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                      &sums[cls], s.live(cls)});
+                      &sums[cls], detail::live_of(totals[cls])});
   }
   return detail::prom_text(s, pid, rows, nullptr);
 }

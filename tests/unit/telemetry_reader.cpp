@@ -328,9 +328,11 @@ TEST_CASE("a valid segment reads back exactly") {
   CHECK(rd::state_name(s.threads[2].state) == "exited");
   CHECK(s.threads_alive() == 2);
 
+  const rd::counter_matrix all = s.totals();  // every total at once, the same numbers
   for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
       CHECK(s.exited[cls][c] == value(-1, cls, c));
+      CHECK(all[cls][c] == s.total(cls, c));
       // Totals: exited totals + every slot in use (an exited thread's slot keeps its counters
       // until a new thread takes it and folds them into the exited totals).
       CHECK(s.total(cls, c) ==
