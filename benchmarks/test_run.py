@@ -320,11 +320,42 @@ def check_observer_stop_unstarted(failures):
             obs.serve.wait()
 
 
+def check_observer_reader_start_masked(failures):
+    """An interrupt taken inside Thread.start() of the observer's reader, before the new thread
+    had run, let python3.11 exit under it and die with SIGSEGV in the thread's bootstrap: the
+    stop signals must be blocked while it starts, and as they were once it has."""
+    class Stream:  # a response whose stream has ended
+        def readline(self):
+            return b""
+    obs = bench.Observer("/bin/true", HERE)
+    seen = []
+    start = threading.Thread.start
+    def start_and_look(thread):
+        seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        start(thread)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    threading.Thread.start = start_and_look
+    try:
+        obs.start_reader(Stream())
+    finally:
+        threading.Thread.start = start
+    obs.thread.join(5)
+    blocked = seen[0] if seen else set()
+    if not set(bench.STOP_SIGNALS) <= blocked:
+        failures.append("the observer's reader started with %s not blocked" %
+                        sorted(s.name for s in set(bench.STOP_SIGNALS) - blocked))
+    if signal.pthread_sigmask(signal.SIG_BLOCK, []) != before:
+        failures.append("the signal mask was not restored after the observer's reader started")
+    if not obs.stream_done.is_set():
+        failures.append("the observer's reader did not run")
+
+
 def main():
     build = sys.argv[1]
     failures = []
     check_allocators(failures)
     check_observer_stop_unstarted(failures)
+    check_observer_reader_start_masked(failures)
     with tempfile.TemporaryDirectory() as tmp:
         check_header(failures, tmp)
         for sig in (signal.SIGTERM, signal.SIGHUP):
