@@ -476,12 +476,12 @@
     return r.json();
   }
   // The server keeps one baseline for all its clients, and another tab or a script may set or
-  // clear it at any time; neither the stream nor the snapshot says so. So at each live sample
-  // the page asks GET /api/baseline (a few bytes): before each ?since=baseline request, which
-  // after a clear elsewhere would get a 409 (logged by the browser as an error); and while it
-  // has none, once a second, so that one set elsewhere shows (and `b` clears it, rather than
-  // replacing it). A clear that falls between the two requests is answered with the plain
-  // snapshot (if_none=plain), not a 409.
+  // clear it at any time; the stream does not say so. While the page has a baseline, each live
+  // sample's ?since=baseline request says it: with if_none=plain, a baseline cleared elsewhere
+  // is answered with the plain snapshot and baseline_taken_ns 0 (not a 409, which the browser
+  // logs as an error), and a newer one by its own taken_ns. While it has none, the page asks
+  // GET /api/baseline (a few bytes) once a second, so that one set elsewhere shows (and `b`
+  // clears it, rather than replacing it).
   let sinceInFlight = false;
   let sinceDone = Promise.resolve();  // settles when the baseline requests in flight end
   let baselineAskedAt = -Infinity;    // performance.now() of the last GET /api/baseline
@@ -496,6 +496,7 @@
   }
   async function syncBaselineOnce() {
     try {
+      if (state.baseline) { await fetchSinceOnce(); return; }
       baselineAskedAt = performance.now();
       const j = await getBaseline();
       if (state.baselineBusy || state.mode === "replay") return; // the press decides
@@ -515,9 +516,8 @@
   }
   async function fetchSinceOnce() {
     try {
-      // if_none=plain: a baseline another client cleared after the GET /api/baseline before
-      // this request is no 409 (which the browser logs as an error) but the plain snapshot,
-      // with baseline_taken_ns 0.
+      // if_none=plain: a baseline another client cleared is no 409 (which the browser logs as
+      // an error) but the plain snapshot, with baseline_taken_ns 0.
       const r = await fetch("/api/snapshot?since=baseline&if_none=plain");
       if (!r.ok) return;
       const s = await r.json();

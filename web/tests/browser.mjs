@@ -430,13 +430,41 @@ try {
         JSON.stringify({ own, cleared, off, conflicts,
           button: await page.textContent("#baseline") }));
     };
-    // Held: this tab's next GET /api/baseline, after one of its samples and before the next. It
-    // must then not ask for the change since the baseline.
-    await clearWhileHeld("GET /api/baseline", "**/api/baseline", (r) => r.method() === "GET");
-    // Held: its ?since=baseline, after its GET /api/baseline found the baseline, so the request
-    // reaches the server after the clear. It got a 409; the page asks with &if_none=plain now.
+    // Held: its ?since=baseline, so the request reaches the server after the clear. It got a
+    // 409; the page asks with &if_none=plain now.
     await clearWhileHeld("?since=baseline",
       (u) => u.pathname === "/api/snapshot" && u.searchParams.has("since"), () => true);
+    // While this tab has a baseline, each sample's ?since=baseline says whether it still holds:
+    // no GET /api/baseline (the page asked one before each, twice the requests); and once it
+    // has none, the GET once a second again, so that one set elsewhere shows.
+    {
+      let gets = 0, sinces = 0;
+      const count = (req) => {
+        const u = new URL(req.url());
+        if (u.pathname === "/api/baseline" && req.method() === "GET") ++gets;
+        if (u.pathname === "/api/snapshot" && u.searchParams.has("since")) ++sinces;
+      };
+      await page.locator("body").press("b");
+      const own = await until("this tab's baseline", async () =>
+        ((await getJSON("/api/baseline")).baseline && (await pressed(page)) === "true"
+          ? true : null)).catch(() => false);
+      page.on("request", count);
+      await until("three ?since=baseline requests", async () => (sinces >= 3 ? true : null))
+        .catch(() => {});
+      const whileOn = { gets, sinces };
+      await page.locator("body").press("b");
+      const off = await until("this tab's baseline cleared", async () =>
+        (!(await getJSON("/api/baseline")).baseline && (await pressed(page)) === "false"
+          ? true : null)).catch(() => false);
+      gets = 0;
+      await until("a GET /api/baseline while it has none", async () => (gets > 0 ? true : null))
+        .catch(() => {});
+      page.off("request", count);
+      check(own && off && whileOn.sinces >= 3 && whileOn.gets === 0 && gets > 0,
+        "with a baseline the page asks only ?since=baseline at each sample (no GET " +
+        "/api/baseline), and GET /api/baseline again once it has none",
+        JSON.stringify({ own, off, whileOn, getsWhileOff: gets }));
+    }
     await tab2.close();
   }
 
