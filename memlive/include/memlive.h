@@ -108,6 +108,7 @@
 
 #include <algorithm>
 #include <set>
+#include <array>
 #include <atomic>
 #include <new>
 #include <charconv>
@@ -830,6 +831,19 @@ inline std::string version_string() {
          std::to_string(MEMLIVE_VERSION_PATCH);
 }
 
+// The fields of a snapshot's "process" object, in the JSON's order: the names `memlive check`
+// takes as budget metrics, and the values (process_values) append_json writes.
+constexpr const char* kProcessFields[] = {
+    "segment_bytes", "large_bytes",   "cached_bytes", "committed_bytes",  "mmap_calls",
+    "munmap_calls",  "madvise_calls", "purges",       "slots_used",       "overflow_threads",
+    "live_blocks",   "live_bytes",    "resident_bytes"};
+constexpr unsigned kProcessFieldCount = sizeof kProcessFields / sizeof kProcessFields[0];
+inline std::array<std::uint64_t, kProcessFieldCount> process_values(const rd::snapshot& s) {
+  return {s.segment_bytes, s.large_bytes,   s.cached_bytes, s.committed_bytes,  s.mmap_calls,
+          s.munmap_calls,  s.madvise_calls, s.purges,       s.slots_used,       s.overflow_threads,
+          s.live_blocks(), s.live_bytes(),  s.resident_bytes};
+}
+
 inline void append_json(std::string& out, const rd::snapshot& s) {
   detail::writer w(out);
   w.raw("{\"schema\":\"memlive.snapshot/1\"");
@@ -865,19 +879,9 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
   numbers("],\"class_sizes\":[", s.class_sizes);
   numbers("],\"class_units\":[", s.class_units);
   w.raw("],\"process\":{");
-  detail::json_field(w, "segment_bytes", s.segment_bytes, true);
-  detail::json_field(w, "large_bytes", s.large_bytes);
-  detail::json_field(w, "cached_bytes", s.cached_bytes);
-  detail::json_field(w, "committed_bytes", s.committed_bytes);
-  detail::json_field(w, "mmap_calls", s.mmap_calls);
-  detail::json_field(w, "munmap_calls", s.munmap_calls);
-  detail::json_field(w, "madvise_calls", s.madvise_calls);
-  detail::json_field(w, "purges", s.purges);
-  detail::json_field(w, "slots_used", s.slots_used);
-  detail::json_field(w, "overflow_threads", s.overflow_threads);
-  detail::json_field(w, "live_blocks", s.live_blocks());
-  detail::json_field(w, "live_bytes", s.live_bytes());
-  detail::json_field(w, "resident_bytes", s.resident_bytes);
+  const auto process = process_values(s);
+  for (unsigned i = 0; i < kProcessFieldCount; ++i)
+    detail::json_field(w, kProcessFields[i], process[i], i == 0);
   w.raw("},\"control\":{");
   detail::json_field(w, "generation", s.generation, true);
   detail::json_field(w, "validated_generation", s.validated_generation);

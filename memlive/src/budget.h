@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace budgets {
@@ -27,15 +28,12 @@ namespace budgets {
 namespace tl = livealloc::telemetry;
 namespace rd = livealloc::reader;
 
-// The fields of the snapshot's "process" object, in append_json's order.
-constexpr const char* kProcessFields[] = {
-    "segment_bytes", "large_bytes", "cached_bytes",     "committed_bytes", "mmap_calls",
-    "munmap_calls",  "madvise_calls", "purges",         "slots_used",      "overflow_threads",
-    "live_blocks",   "live_bytes",  "resident_bytes"};
-constexpr unsigned kProcessCount = sizeof kProcessFields / sizeof kProcessFields[0];
+using memlive::kProcessFields;
+constexpr unsigned kProcessCount = memlive::kProcessFieldCount;
 constexpr unsigned kResident = 12;  // index of resident_bytes
 constexpr unsigned kLarge = 1;      // index of large_bytes
-constexpr unsigned kOverflow = 9;   // index of overflow_threads
+static_assert(std::string_view(kProcessFields[kResident]) == "resident_bytes" &&
+              std::string_view(kProcessFields[kLarge]) == "large_bytes");
 
 // One sample's values.
 struct sample {
@@ -289,11 +287,8 @@ inline sample from_snapshot(const rd::snapshot& s) {
   sample out;
   out.taken_ns = s.taken_ns;
   out.alive = s.process_alive;
-  const std::uint64_t values[kProcessCount] = {
-      s.segment_bytes, s.large_bytes,   s.cached_bytes, s.committed_bytes,  s.mmap_calls,
-      s.munmap_calls,  s.madvise_calls, s.purges,       s.slots_used,       s.overflow_threads,
-      s.live_blocks(), s.live_bytes(),  s.resident_bytes};
-  std::copy(values, values + kProcessCount, out.process);
+  const auto values = memlive::process_values(s);
+  std::copy(values.begin(), values.end(), out.process);
   out.class_sizes = s.class_sizes;
   for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
     add_row(out.total, cls, s.exited[cls].data());
