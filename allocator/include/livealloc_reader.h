@@ -177,6 +177,10 @@ class segment {
   segment& operator=(const segment&) = delete;
 
   snapshot take() const;
+  // The same into *into, reusing the memory it holds: a sampler that takes one snapshot after
+  // another of 4,000 threads would otherwise allocate and fault in 27 MB of thread_views each
+  // time (a fifth of an idle `memlive serve`'s CPU).
+  void take(snapshot* into) const;
 
   // Asks the process to change a threshold: checks the name, `live` and [min, max], stores
   // `requested`, then increments `generation` (release). False and a message otherwise. The
@@ -955,12 +959,29 @@ inline void read_free_matrix(const unsigned char* p, const layout& l, const writ
 }  // namespace detail
 
 inline snapshot segment::take() const {
+  snapshot s;
+  take(&s);
+  return s;
+}
+
+inline void segment::take(snapshot* into) const {
   using detail::load;
   using H = telemetry::segment_header;
   using S = telemetry::slot_header;
-  snapshot s;
+  // Everything back to a fresh snapshot but the memory of its threads and free cells. The thread
+  // views are kept as they are: every field of those still in use is written below.
+  std::vector<thread_view> threads = std::move(into->threads);
+  std::vector<snapshot::free_cell> cells = std::move(into->free_matrix);
+  *into = snapshot{};
+  into->threads = std::move(threads);
+  into->free_matrix = std::move(cells);
+  into->free_matrix.clear();
+  snapshot& s = *into;
   detail::layout l;
-  if (!current(&l, &s.error)) return s;
+  if (!current(&l, &s.error)) {
+    s.threads.clear();
+    return;
+  }
   const unsigned char* p = base_;
   s.taken_ns = detail::now_ns();
   s.pid = l.pid;
@@ -1090,7 +1111,6 @@ inline snapshot segment::take() const {
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) detail::read_free_matrix(p, l, data, taken_end, &s);
   s.resident_bytes = detail::resident_of(pid_);
-  return s;
 }
 
 inline bool segment::process_alive() const {

@@ -1751,6 +1751,7 @@ class server {
 
   std::mutex seg_mutex_;   // take() and set_option() one at a time; guards seg_, last_good_
   std::string last_good_;  // JSON of the last snapshot that could be taken
+  rd::snapshot sample_snapshot_;  // each sample is taken into this one's memory (seg_mutex_)
 
   std::mutex sample_mutex_;  // the shared stream sample
   std::uint64_t sample_tick_ = 0;
@@ -1905,7 +1906,7 @@ inline void server::follow_exec() {
 
 inline bool server::take(rd::snapshot* s, std::string* error) {
   follow_exec();
-  *s = seg_->take();
+  seg_->take(s);
   if (s->ok()) return true;
   *error = s->error;
   return false;
@@ -1921,9 +1922,12 @@ inline std::string server::program() {
 inline server::response server::snapshot_response() {
   response r;
   std::lock_guard<std::mutex> lock(seg_mutex_);
-  rd::snapshot s;
+  rd::snapshot& s = sample_snapshot_;
   std::string err;
   if (take(&s, &err)) {
+    // Room for a sample as large as the last one and a little more, so that the JSON of 4,000
+    // threads (a megabyte) is not grown by doubling, copied and faulted in four times over.
+    r.body.reserve(last_good_.size() + last_good_.size() / 16);
     append_json(r.body, s);
     last_good_ = r.body;
   } else if (!last_good_.empty() && !seg_->process_alive()) {

@@ -874,6 +874,7 @@ int cmd_record(const args& a) {
   int result = 0;
   const std::uint64_t interval = std::uint64_t(a.interval_ms);
   std::uint64_t t0_ns = 0;
+  rd::snapshot s;  // each sample reuses the memory of the one before (27 MB at 4,000 threads)
   for (std::uint64_t tick = start;;) {
     wait_until(tick, o.mask);
     if (g_stop) {
@@ -884,7 +885,7 @@ int cmd_record(const args& a) {
     if (std::unique_ptr<rd::segment> next = seg->successor(&err)) seg = std::move(next);  // exec
     // Before take(): the last sample follows the exit.
     const bool gone = !rd::segment_owner_alive(a.pid, owner_start_ns);
-    rd::snapshot s = seg->take();
+    seg->take(&s);
     if (!s.ok()) {
       result = fail(error_kind::bad_segment, seg->path() + ": " + s.error);
       why = "";

@@ -245,19 +245,10 @@ void expect_malformed(const temp_dir& dir, const std::function<void(fake_segment
 
 }  // namespace
 
-TEST_CASE("a valid segment reads back exactly") {
-  temp_dir dir;
-  fake_segment f(getpid());
-  f.write(dir.file(getpid()));
-  std::string err;
-  auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
-  REQUIRE_MESSAGE(seg != nullptr, err);
-  CHECK(seg->writable());
-  CHECK(seg->pid() == getpid());
-  CHECK(seg->process_alive());
-  CHECK(seg->threads_alive() == 2);
+namespace {
 
-  rd::snapshot s = seg->take();
+// What a snapshot of fake_segment's default contents must hold, every field of it.
+void check_default_segment(const rd::snapshot& s) {
   REQUIRE_MESSAGE(s.ok(), s.error);
   CHECK(s.pid == getpid());
   CHECK(s.program == "test_program");
@@ -350,6 +341,73 @@ TEST_CASE("a valid segment reads back exactly") {
   CHECK(s.live_bytes() == bytes);
 }
 
+// A snapshot full of values no segment holds: more threads, longer names, free cells, options,
+// an error. A take into it must leave none of them.
+rd::snapshot junk_snapshot() {
+  rd::snapshot j;
+  j.error = "stale error";
+  j.pid = 1;
+  j.program = "a stale program name";
+  j.taken_ns = j.start_ns = 42;
+  j.class_sizes.assign(200, 7);
+  j.class_units.assign(200, 7);
+  j.options.resize(100);
+  for (auto& o : j.options) o.name = "stale_option_with_a_long_name";
+  j.threads.resize(9);
+  for (rd::thread_view& t : j.threads) {
+    t.slot = t.incarnation = 77;
+    t.state = 9;
+    t.tid = -5;
+    t.name = "a stale thread name longer than any slot's";
+    t.start_ns = t.exit_ns = t.applied_generation = t.slow_paths = t.flushes = 99;
+    t.mmap_calls = t.munmap_calls = t.madvise_calls = 99;
+    for (auto& row : t.counters) row.fill(12345);
+  }
+  j.free_matrix.assign(50, rd::snapshot::free_cell{8, 9, 10});
+  j.slot_count = 999;
+  j.resident_bytes = j.segment_bytes = j.purges = j.generation = 1234;
+  for (auto& row : j.exited) row.fill(777);
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("a valid segment reads back exactly") {
+  temp_dir dir;
+  fake_segment f(getpid());
+  f.write(dir.file(getpid()));
+  std::string err;
+  auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
+  REQUIRE_MESSAGE(seg != nullptr, err);
+  CHECK(seg->writable());
+  CHECK(seg->pid() == getpid());
+  CHECK(seg->process_alive());
+  CHECK(seg->threads_alive() == 2);
+
+  SUBCASE("into a new snapshot") { check_default_segment(seg->take()); }
+  SUBCASE("into a snapshot that held another, reusing its memory") {
+    rd::snapshot s = junk_snapshot();
+    const rd::thread_view* memory = s.threads.data();
+    seg->take(&s);
+    check_default_segment(s);
+    CHECK(s.threads.data() == memory);  // no new allocation for fewer threads
+    CHECK(s.free_matrix.empty());       // this segment has no matrix
+    seg->take(&s);                      // and again, into itself
+    check_default_segment(s);
+  }
+  SUBCASE("an error clears what the snapshot held") {
+    rd::snapshot s = junk_snapshot();
+    f.write(dir.file(getpid()), 100);  // the file cut under the mapping
+    seg->take(&s);
+    CHECK_FALSE(s.ok());
+    CHECK(s.threads.empty());
+    CHECK(s.free_matrix.empty());
+    CHECK(s.program.empty());
+    CHECK(s.options.empty());
+    CHECK(s.pid == 0);
+  }
+}
+
 TEST_CASE("class units read back where the writer publishes them, and must lie in the segment") {
   temp_dir dir;
   using F = fake_segment;
@@ -411,7 +469,12 @@ TEST_CASE("free matrix cells read back, also in rows whose slot's counters show 
   std::string err;
   auto seg = rd::segment::open_pid(getpid(), &err, dir.path);
   REQUIRE_MESSAGE(seg != nullptr, err);
-  const rd::snapshot s = seg->take();
+  rd::snapshot s;
+  SUBCASE("into a new snapshot") { s = seg->take(); }
+  SUBCASE("into one that held 50 other cells and 9 threads") {
+    s = junk_snapshot();
+    seg->take(&s);
+  }
   REQUIRE_MESSAGE(s.ok(), s.error);
   REQUIRE(s.threads.size() == 3);  // slots 0, 1 and the overflow slot; 2 is changing hands
   CHECK(s.threads[1].incarnation == 2);
