@@ -7,9 +7,11 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <livealloc_reader.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -862,6 +864,70 @@ TEST_CASE("a process that exited but was not reaped yet (a zombie) is not alive"
   CHECK(kill(child, 0) == 0);  // what the check alone would go by
   CHECK_FALSE(rd::pid_alive(child));
   REQUIRE(waitpid(child, nullptr, 0) == child);
+}
+
+namespace {
+// The state letter and thread count in /proc/<pid>/stat.
+bool stat_of(pid_t pid, char* state, int* threads) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind(')') == std::string::npos) return false;
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 20 && rest >> field; ++i) {
+    if (i == 3) *state = field[0];
+    if (i == 20) *threads = std::atoi(field.c_str());
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("a process whose main thread returned through pthread_exit() runs on its other threads") {
+  // The kernel shows such a process as a zombie (its leader's state) until its last thread ends.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(fds[1]);
+    pthread_t t;
+    static int fd;
+    fd = fds[0];
+    if (pthread_create(&t, nullptr, [](void*) -> void* {
+          char c;
+          while (read(fd, &c, 1) > 0) {
+          }
+          return nullptr;
+        }, nullptr) != 0)
+      _exit(3);
+    // The main thread ends alone, as pthread_exit() ends it (which would unwind through
+    // doctest's catch-all here).
+    syscall(SYS_exit, 0);
+  }
+  close(fds[0]);
+  char state = 0;
+  int threads = 0;
+  for (int i = 0; i < 500 && !(stat_of(child, &state, &threads) && state == 'Z'); ++i)
+    usleep(10000);
+  REQUIRE(state == 'Z');
+  CHECK(threads == 2);
+  CHECK(rd::pid_alive(child));
+  CHECK(rd::segment_owner_alive(child, 0));
+  close(fds[1]);  // its thread ends, and so the process
+  bool zombie = false;
+  for (int i = 0; i < 500 && !zombie; ++i) {
+    siginfo_t info{};
+    zombie = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
+             info.si_pid == child;
+    if (!zombie) usleep(10000);
+  }
+  REQUIRE(zombie);
+  CHECK_FALSE(rd::pid_alive(child));
+  CHECK_FALSE(rd::segment_owner_alive(child, 0));
+  int status = -1;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("list_segments and remove_stale") {
