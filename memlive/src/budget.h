@@ -1,6 +1,7 @@
 // budget.h -- the budgets of `memlive check` and `memlive record --budget`: parsing
-// "METRIC<=VALUE", a sample's values (from a recorded JSON line or a live snapshot), and the
-// worst value each budget saw. SPDX-License-Identifier: MIT
+// "METRIC<=VALUE", "last(METRIC)<=VALUE" and "growth(METRIC)<=VALUE", a sample's values (from a
+// recorded JSON line or a live snapshot), and what each budget saw: the worst value, the last,
+// or the last minus the first. SPDX-License-Identifier: MIT
 //
 // Only main.cpp includes this file. The metrics are named as the snapshot JSON names them
 // (memlive/README.md, "The JSON schema"), so a user finds them in a recording:
@@ -17,8 +18,11 @@
 
 #include <memlive.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +41,9 @@ static_assert(std::string_view(kProcessFields[kResident]) == "resident_bytes" &&
 
 // One sample's values.
 struct sample {
+  int pid = 0;
+  std::uint64_t start_ns = 0;  // the image's start: an exec keeps the pid and starts anew
+  std::string program;
   std::uint64_t taken_ns = 0;
   bool alive = true;  // the process was running: threads and resident_bytes mean something
   std::uint64_t process[kProcessCount] = {};
@@ -47,24 +54,50 @@ struct sample {
 
 struct budget {
   enum kind_t { process, threads, class_counter, class_live, class_live_bytes };
+  // Which value is judged: the worst of every sample (METRIC<=VALUE), the last sample's
+  // (last(METRIC)<=VALUE: what is left once the program has done its work, a leak check), or
+  // the last minus the first (growth(METRIC)<=VALUE: a trend over the run, which can fall).
+  // The last two are known only at the end of a recording.
+  enum form_t { form_worst, form_last, form_growth };
   std::string text;  // as given, spaces removed: "live_bytes<=64MiB"
   kind_t kind = process;
+  form_t form = form_worst;
   unsigned index = 0;  // process: kProcessFields; class_counter: the counter
   unsigned cls = 0;
   bool upper = true;    // <= or <: the worst value is the largest
   bool strict = false;  // < or >
-  std::uint64_t limit = 0;
+  std::uint64_t limit = 0;         // worst, last
+  std::int64_t growth_limit = 0;   // growth: it may be negative
   bool bytes = false;  // shown in KiB, MiB, ... as well
 
-  // What the samples showed.
+  // What the samples showed. Samples without a value (threads of a process gone) are skipped:
+  // `first` and `last` are those of the first and last samples that had one.
   std::uint64_t samples = 0;  // samples that had a value
   std::uint64_t worst = 0, worst_sample = 0, worst_ns = 0;
-  std::uint64_t over = 0, first_over = 0, first_over_ns = 0, first_over_value = 0;
+  std::uint64_t over = 0, first_over = 0, first_over_ns = 0, first_over_value = 0;  // worst only
+  std::uint64_t first = 0, first_sample = 0;
+  std::uint64_t last = 0, last_sample = 0, last_ns = 0;
 
-  bool within(std::uint64_t v) const {
-    return upper ? (strict ? v < limit : v <= limit) : (strict ? v > limit : v >= limit);
+  template <typename T>
+  bool holds(T v, T lim) const {
+    return upper ? (strict ? v < lim : v <= lim) : (strict ? v > lim : v >= lim);
   }
-  bool passed() const { return samples > 0 && over == 0; }
+  bool within(std::uint64_t v) const { return holds(v, limit); }
+  // last - first, held to the range of a signed 64-bit number (a counter's swing past 2^63
+  // does not happen; a wrong sign would).
+  std::int64_t growth() const {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
+    if (last >= first) return static_cast<std::int64_t>(std::min(last - first, kMax));
+    const std::uint64_t fall = first - last;
+    return fall > kMax ? std::numeric_limits<std::int64_t>::min()
+                       : -static_cast<std::int64_t>(fall);
+  }
+  bool passed() const {
+    if (samples == 0) return false;
+    if (form == form_last) return within(last);
+    if (form == form_growth) return holds(growth(), growth_limit);
+    return over == 0;
+  }
 };
 
 inline std::string known_metrics() {
@@ -99,36 +132,106 @@ inline int parse_value(const std::string& text, std::uint64_t* out) {
   return 1;
 }
 
-// Parses "METRIC<=VALUE" (also <, >=, >; spaces anywhere are ignored).
+// The function around the metric, if any: `metric` is what stands before the operator (at
+// `op` in `text`), and becomes the metric inside "last(...)" or "growth(...)". The parentheses
+// were found balanced, in order.
+inline bool parse_form(const std::string& text, std::size_t op, std::string* metric, budget* b,
+                       std::string* error) {
+  const std::size_t open = text.find('('), close = text.find(')');
+  if (open == std::string::npos) return true;
+  if (open == 0 || close + 1 != op || text.find('(', open + 1) != std::string::npos) {
+    *error = "'" + text + "' is not FUNCTION(METRIC)<=VALUE: the parentheses hold the metric, "
+             "as last(live_bytes)<=64MiB or growth(live_bytes)<=1MiB";
+    return false;
+  }
+  const std::string function = text.substr(0, open);
+  if (function == "last") {
+    b->form = budget::form_last;
+  } else if (function == "growth") {
+    b->form = budget::form_growth;
+  } else {
+    *error = "unknown function '" + function + "' in '" + text +
+             "': last(METRIC) (the last sample's value) or growth(METRIC) (the last sample's "
+             "minus the first's)";
+    return false;
+  }
+  *metric = text.substr(open + 1, close - open - 1);
+  if (metric->empty()) {
+    *error = "no metric in '" + text + "': " + function + "(METRIC), as " + function +
+             "(live_bytes)";
+    return false;
+  }
+  return true;
+}
+
+// VALUE, into b->limit, or b->growth_limit for a growth (the only one with a sign: '-' or '+').
+inline bool parse_limit(const std::string& text, const std::string& value, budget* b,
+                        std::string* error) {
+  const bool sign = !value.empty() && (value[0] == '-' || value[0] == '+');
+  const bool growth = b->form == budget::form_growth;
+  if (sign && !growth) {
+    *error = "bad number '" + value + "' in '" + text +
+             "': a sign is for growth(METRIC) only, the one budget that can fall below 0";
+    return false;
+  }
+  std::uint64_t v = 0;
+  const int got = parse_value(value.substr(sign ? 1 : 0), &v);
+  if (got == 0) {
+    *error = "bad number '" + value + "' in '" + text +
+             "': a whole number, optionally followed by KiB, MiB, GiB or TiB (1024-based)" +
+             (growth ? ", with a '-' in front for a fall" : "");
+    return false;
+  }
+  constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const bool negative = sign && value[0] == '-';
+  if (got < 0 || (growth && v > kMax + (negative ? 1 : 0))) {
+    *error = "'" + value + "' in '" + text + "' is too large " +
+             (growth ? "for a growth (from -9223372036854775808 to 9223372036854775807)"
+                     : "(at most 18446744073709551615, 2^64 - 1)");
+    return false;
+  }
+  if (!growth)
+    b->limit = v;
+  else if (!negative)
+    b->growth_limit = static_cast<std::int64_t>(v);
+  else  // v is at most 2^63 here, whose negation is the smallest int64
+    b->growth_limit = v > kMax ? std::numeric_limits<std::int64_t>::min()
+                               : -static_cast<std::int64_t>(v);
+  return true;
+}
+
+// Parses "METRIC<=VALUE", "last(METRIC)<=VALUE" or "growth(METRIC)<=VALUE" (also <, >=, >;
+// spaces anywhere are ignored).
 inline bool parse(const std::string& given, budget* b, std::string* error) {
   std::string text;
   for (char c : given)
     if (c != ' ' && c != '\t') text += c;
   b->text = text;
+  const auto opens = std::count(text.begin(), text.end(), '(');
+  if (opens != std::count(text.begin(), text.end(), ')') || text.find(')') < text.find('(')) {
+    *error = "unbalanced parentheses in '" + text +
+             "': write last(METRIC)<=VALUE or growth(METRIC)<=VALUE";
+    return false;
+  }
   const std::size_t op = text.find_first_of("<>=!");
   if (op == std::string::npos || op == 0) {
-    *error = "budget '" + text + "' is not METRIC<=VALUE (or <, >=, >), as live_bytes<=64MiB";
+    *error = "budget '" + text + "' is not METRIC<=VALUE (or <, >=, >), last(METRIC)<=VALUE "
+             "or growth(METRIC)<=VALUE, as live_bytes<=64MiB";
     return false;
   }
   std::size_t end = op;
   while (end < text.size() && std::strchr("<>=!", text[end])) ++end;
-  const std::string oper = text.substr(op, end - op), metric = text.substr(0, op);
+  const std::string oper = text.substr(op, end - op);
+  std::string metric = text.substr(0, op);
   if (oper != "<=" && oper != "<" && oper != ">=" && oper != ">") {
     *error = "bad operator '" + oper + "' in '" + text + "': one of <=, <, >=, >";
     return false;
   }
   b->upper = oper[0] == '<';
   b->strict = oper.size() == 1;
-  const std::string value = text.substr(end);
-  const int got = parse_value(value, &b->limit);
-  if (got <= 0) {
-    *error = got == 0 ? "bad number '" + value + "' in '" + text +
-                            "': a whole number, optionally followed by KiB, MiB, GiB or TiB "
-                            "(1024-based)"
-                      : "'" + value + "' in '" + text +
-                            "' is too large (at most 18446744073709551615, 2^64 - 1)";
+  if (!parse_form(text, op, &metric, b, error) ||
+      !parse_limit(text, text.substr(end), b, error))
     return false;
-  }
   for (unsigned i = 0; i < kProcessCount; ++i)
     if (metric == kProcessFields[i]) {
       b->kind = budget::process;
@@ -204,7 +307,8 @@ inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
   return false;
 }
 
-// Takes sample number `n` (1-based) into every budget; the budgets it is the first to break.
+// Takes sample number `n` (1-based) into every budget; the budgets it is the first to break
+// (only worst-value budgets: a last() or growth() is judged at the end of the recording).
 inline std::vector<budget*> observe(std::vector<budget>& bs, const sample& s, std::uint64_t n,
                                     std::uint64_t t0_ns) {
   std::vector<budget*> broke;
@@ -212,12 +316,19 @@ inline std::vector<budget*> observe(std::vector<budget>& bs, const sample& s, st
   for (budget& b : bs) {
     std::uint64_t v = 0;
     if (!value_of(b, s, &v)) continue;
+    if (b.samples == 0) {
+      b.first = v;
+      b.first_sample = n;
+    }
+    b.last = v;
+    b.last_sample = n;
+    b.last_ns = at;
     if (b.samples++ == 0 || (b.upper ? v > b.worst : v < b.worst)) {
       b.worst = v;
       b.worst_sample = n;
       b.worst_ns = at;
     }
-    if (!b.within(v) && b.over++ == 0) {
+    if (b.form == budget::form_worst && !b.within(v) && b.over++ == 0) {
       b.first_over = n;
       b.first_over_ns = at;
       b.first_over_value = v;
@@ -245,6 +356,17 @@ inline std::string with_unit(std::uint64_t v, bool bytes) {
   return s + " (" + n + " " + kUnits[u] + ")";
 }
 
+// A growth or its limit: "-990", "+1048576 (+1 MiB)"; with `plus` false a positive one has no
+// sign, as a limit is written.
+inline std::string with_sign(std::int64_t v, bool bytes, bool plus = true) {
+  const std::uint64_t size = v < 0 ? 0 - static_cast<std::uint64_t>(v) : std::uint64_t(v);
+  const std::string sign = v < 0 ? "-" : (v > 0 && plus) ? "+" : "";
+  std::string s = sign + with_unit(size, bytes);
+  const std::size_t unit = s.find(" (");
+  if (unit != std::string::npos) s.insert(unit + 2, sign);
+  return s;
+}
+
 inline std::string seconds(std::uint64_t ns) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "+%llu.%03llu s", static_cast<unsigned long long>(ns / 1000000000),
@@ -252,8 +374,22 @@ inline std::string seconds(std::uint64_t ns) {
   return buf;
 }
 
+// Where the last value of a last() or growth() budget is from: "sample 600 of 600 (+59.900 s)",
+// and when later samples had no value, that this was the last one with a value.
+inline std::string last_of(const budget& b, std::uint64_t total) {
+  std::string s = std::to_string(b.last_sample) + " of " + std::to_string(total) + " (" +
+                  seconds(b.last_ns) + ")";
+  const std::uint64_t after = total - b.last_sample;
+  if (after > 0)
+    s += ", the last with a value (" + std::to_string(after) + " sample" +
+         (after == 1 ? "" : "s") + " after it: alive false)";
+  return s;
+}
+
 // One line: "PASS live_bytes<=64MiB: worst 123 at sample 4 of 10 (+0.300 s); limit 67108864
-// (64 MiB)", and for a budget exceeded how many samples were over and the first.
+// (64 MiB)", and for a budget exceeded how many samples were over and the first. For the other
+// forms: "last 123 at sample 10 of 10 (+0.900 s)", "growth +100 from sample 1 to 10 of 10
+// (+0.900 s): 23 to 123".
 inline std::string report_line(const budget& b, std::uint64_t total) {
   std::string s = std::string(b.passed() ? "PASS " : "FAIL ") + b.text + ": ";
   if (total == 0) {
@@ -261,11 +397,18 @@ inline std::string report_line(const budget& b, std::uint64_t total) {
   } else if (b.samples == 0) {
     s += "no value in " + std::to_string(total) + " sample" + (total == 1 ? "" : "s") +
          " (it is read while the process runs, and every sample is of the process gone)";
+  } else if (b.form == budget::form_last) {
+    s += "last " + with_unit(b.last, b.bytes) + " at sample " + last_of(b, total);
+  } else if (b.form == budget::form_growth) {
+    s += "growth " + with_sign(b.growth(), b.bytes) + " from sample " +
+         std::to_string(b.first_sample) + " to " + last_of(b, total) + ": " +
+         with_unit(b.first, b.bytes) + " to " + with_unit(b.last, b.bytes);
   } else {
     s += "worst " + with_unit(b.worst, b.bytes) + " at sample " + std::to_string(b.worst_sample) +
          " of " + std::to_string(total) + " (" + seconds(b.worst_ns) + ")";
   }
-  s += "; limit " + with_unit(b.limit, b.bytes);
+  s += "; limit " + (b.form == budget::form_growth ? with_sign(b.growth_limit, b.bytes, false)
+                                                     : with_unit(b.limit, b.bytes));
   if (b.over > 0)
     s += "; over in " + std::to_string(b.over) + " of " + std::to_string(b.samples) +
          " samples, first at sample " + std::to_string(b.first_over) + " (" +
@@ -285,6 +428,9 @@ inline void add_row(rd::counter_matrix& total, unsigned cls, const std::uint64_t
 
 inline sample from_snapshot(const rd::snapshot& s) {
   sample out;
+  out.pid = s.pid;
+  out.start_ns = s.start_ns;
+  out.program = s.program;
   out.taken_ns = s.taken_ns;
   out.alive = s.process_alive;
   const auto values = memlive::process_values(s);
@@ -357,6 +503,12 @@ inline bool from_json(const nlohmann::json& j, const needs& n, sample* s, std::s
   if (version != tl::kVersion)
     return bad("a recording of telemetry layout version " + std::to_string(version) +
                "; this memlive reads version " + std::to_string(tl::kVersion));
+  std::uint64_t pid = 0;
+  if (!whole(j, "pid", &pid) || pid == 0 || pid > 0x7fffffff) return bad("no pid");
+  s->pid = static_cast<int>(pid);
+  if (!whole(j, "start_ns", &s->start_ns)) return bad("no start_ns");
+  auto program = j.find("program");
+  if (program != j.end() && program->is_string()) s->program = program->get<std::string>();
   if (!whole(j, "taken_ns", &s->taken_ns)) return bad("no taken_ns");
   auto alive = j.find("alive");
   if (alive == j.end() || !alive->is_boolean()) return bad("no \"alive\"");

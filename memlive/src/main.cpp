@@ -56,7 +56,8 @@ constexpr const char* kUsage =
     "  record --pid N --interval MS --out FILE [--count N | --duration S] [--budget B]\n"
     "                                      one JSON snapshot per line, every MS (>= 10) ms\n"
     "  check FILE BUDGET ...               check a recording against budgets such as\n"
-    "                                      'live_bytes<=64MiB' (exit 9 when one is exceeded)\n"
+    "                                      'live_bytes<=64MiB', 'last(live_bytes)<=1MiB',\n"
+    "                                      'growth(live_bytes)<=0' (exit 9: one is exceeded)\n"
     "  serve --pid N [--host H] [--port P] [--interval MS]\n"
     "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
     "                                      default; port 0 picks a free one) until Ctrl-C\n"
@@ -185,28 +186,35 @@ constexpr const char* kRecordHelp =
     "  --out FILE     the file to write, '-' for stdout (required; replaced if it exists)\n"
     "  --count N      stop after N samples\n"
     "  --duration S   stop after S seconds (not with --count)\n"
-    "  --budget B     check each sample against B, as `memlive check` does (METRIC<=VALUE; see\n"
-    "                 `memlive check --help`; repeat for more): a budget exceeded is said on\n"
-    "                 stderr when it happens, the recording goes on, and at the end every\n"
-    "                 budget's line is printed on stderr; then exit 9 if one was exceeded\n"
+    "  --budget B     check each sample against B, as `memlive check` does (METRIC<=VALUE,\n"
+    "                 last(METRIC)<=VALUE, growth(METRIC)<=VALUE; see `memlive check --help`;\n"
+    "                 repeat for more): a METRIC budget exceeded is said on stderr when it\n"
+    "                 happens, the recording goes on; last() and growth() are judged at the\n"
+    "                 end only; at the end every budget's line is printed on stderr; then\n"
+    "                 exit 9 if one was exceeded\n"
     "  -h, --help     this text\n";
 
 constexpr const char* kCheckHelp =
     "usage: memlive check FILE BUDGET [BUDGET ...]\n"
     "\n"
     "Checks a recording (the JSON lines `memlive record` writes; FILE '-' reads stdin) against\n"
-    "budgets. Prints one line per budget: PASS or FAIL, the worst value of any sample, at which\n"
-    "sample (sample N is line N) and when (seconds after the first sample), the limit, and for\n"
-    "a budget exceeded in how many samples and the first; then a summary line. Exit 0 when every\n"
-    "budget holds; 9 when one is exceeded (or no sample gives it a value); 6 when FILE is not a\n"
-    "recording this memlive reads (a line that is not JSON, not a snapshot, of another telemetry\n"
-    "layout version; no sample at all); 2 for a bad budget; 1 when FILE cannot be read.\n"
+    "budgets. Prints one line per budget: PASS or FAIL, the value judged (the worst of any\n"
+    "sample, the last, or the growth), at which sample (sample N is line N) and when (seconds\n"
+    "after the first sample), the limit, and for a METRIC budget exceeded in how many samples\n"
+    "and the first; then a summary line. Exit 0 when every budget holds; 9 when one is exceeded\n"
+    "(or no sample gives it a value); 6 when FILE is not a recording this memlive reads (a line\n"
+    "that is not JSON, not a snapshot, of another telemetry layout version, of another process\n"
+    "than the line before; no sample at all); 2 for a bad budget; 1 when FILE cannot be read.\n"
     "A last line without its newline that is not whole JSON (a record killed while writing it)\n"
     "is left out, with a warning on stderr.\n"
     "\n"
-    "A BUDGET is METRIC<=VALUE, or <, >=, > (quote it for the shell; spaces are ignored); VALUE\n"
-    "is a whole number, optionally followed by KiB, MiB, GiB or TiB (1024-based). METRIC is\n"
-    "named as in the snapshot JSON:\n"
+    "A BUDGET (quote it for the shell; spaces are ignored) is one of\n"
+    "  METRIC<=VALUE          the worst value of any sample (the largest; >=, >: the smallest)\n"
+    "  last(METRIC)<=VALUE    the last sample's value: what is left at the end (a leak check)\n"
+    "  growth(METRIC)<=VALUE  the last sample's value minus the first's (signed: VALUE may be\n"
+    "                         -N for a fall that must be at least N)\n"
+    "with <, >=, > as well as <=. VALUE is a whole number, optionally followed by KiB, MiB, GiB\n"
+    "or TiB (1024-based). METRIC is named as in the snapshot JSON:\n"
     "  live_bytes, live_blocks, resident_bytes, committed_bytes, cached_bytes, large_bytes,\n"
     "  segment_bytes, slots_used, overflow_threads, mmap_calls, munmap_calls, madvise_calls,\n"
     "  purges               the fields of \"process\" (live_bytes: bytes in live blocks)\n"
@@ -218,14 +226,19 @@ constexpr const char* kCheckHelp =
     "                       (allocs, frees, requested_bytes, peak_live, ...), exited threads\n"
     "                       included\n"
     "threads and resident_bytes describe a running process: a sample of the process gone (the\n"
-    "last one of a record that saw it exit) gives them no value.\n"
+    "last one of a record that saw it exit) gives them no value; last() and growth() then take\n"
+    "the last sample that has one, and the line says so.\n"
+    "A recording is of one process: record follows a pid across exec (a later start_ns, the\n"
+    "counters from zero), and a line of another pid, or of an earlier start_ns than the line\n"
+    "before, is refused (exit 6; two recordings put together).\n"
     "\n"
     "options:\n"
     "  -h, --help     this text\n"
     "\n"
     "example:\n"
     "  memlive record --pid 1234 --interval 100 --duration 60 --out run.jsonl\n"
-    "  memlive check run.jsonl 'live_bytes<=64MiB' 'resident_bytes<=256MiB' 'threads<=16'\n";
+    "  memlive check run.jsonl 'live_bytes<=64MiB' 'resident_bytes<=256MiB' 'threads<=16'\n"
+    "  memlive check run.jsonl 'last(live_bytes)<=1MiB' 'growth(live_bytes)<=0'\n";
 
 constexpr const char* kServeHelp =
     "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
@@ -956,6 +969,26 @@ constexpr std::size_t kMaxLine = std::size_t(256) << 20;
 constexpr std::size_t kMaxValues = std::size_t(8) << 20;
 struct too_many_values {};
 
+// A recording is of one process: `record` follows its pid, through every exec (a new image, so
+// a later start_ns, the counters from zero) until it exits. A line of another pid, or of an
+// image that started before the line above's, is of another process (recordings put end to
+// end), whose values compared with the first's would mean nothing. A later start_ns under the
+// same pid reads as an exec: a sample does not hold the process's own start time, which would
+// tell it from a new process that was given the same pid.
+std::string another_process(const budgets::sample& s, const budgets::sample& prev,
+                            std::uint64_t prev_line) {
+  const auto who = [](const budgets::sample& x) {
+    return "pid " + std::to_string(x.pid) + " (" + printable(x.program) + ", start_ns " +
+           std::to_string(x.start_ns) + ")";
+  };
+  std::string what = "another process: " + who(s) + " after " + who(prev) + " on line " +
+                     std::to_string(prev_line);
+  if (s.pid == prev.pid)
+    what += ", whose image started later (record follows a process through exec, to images "
+            "that start later only)";
+  return what + "; a recording is of one process (two recordings put together? check each)";
+}
+
 int cmd_check(const args& a) {
   if (a.positional.empty())
     return usage_error("give the FILE `memlive record` wrote ('-': stdin) and a budget",
@@ -977,9 +1010,8 @@ int cmd_check(const args& a) {
   const auto malformed = [&](std::uint64_t n, const std::string& what) {
     return fail(error_kind::bad_segment, name + ": line " + std::to_string(n) + ": " + what);
   };
-  std::uint64_t samples = 0, t0_ns = 0, last_ns = 0;
-  int pid = 0;
-  std::string program;
+  std::uint64_t samples = 0, t0_ns = 0, last_ns = 0, prev_line = 0;
+  budgets::sample first, prev;  // their pid, program and start_ns
   // One line: 0 when it is a sample (taken), else the exit code, said.
   const auto take = [&](const std::string& text, std::uint64_t n, bool unfinished) -> int {
     if (text.empty()) return malformed(n, "empty (every line of a recording is one sample)");
@@ -997,7 +1029,8 @@ int cmd_check(const args& a) {
       const std::string& key = parsed.get_ref<const std::string&>();
       if (depth == 1)
         return key == "schema" || key == "pid" || key == "program" || key == "alive" ||
-               key == "taken_ns" || key == "layout_version" || key == "process" ||
+               key == "start_ns" || key == "taken_ns" || key == "layout_version" ||
+               key == "process" ||
                (key == "threads" && (need.threads || need.classes)) ||
                (need.classes && (key == "counters" || key == "class_sizes" || key == "exited"));
       if (depth == 3)  // a thread's
@@ -1024,13 +1057,17 @@ int cmd_check(const args& a) {
     budgets::sample s;
     std::string err;
     if (!budgets::from_json(j, need, &s, &err)) return malformed(n, err);
+    if (samples > 0 && (s.pid != prev.pid || s.start_ns < prev.start_ns))
+      return malformed(n, another_process(s, prev, prev_line));
     if (++samples == 1) {
       t0_ns = s.taken_ns;
-      const auto p = j.find("pid");
-      if (p != j.end() && p->is_number_integer()) pid = p->get<int>();
-      const auto prog = j.find("program");
-      if (prog != j.end() && prog->is_string()) program = prog->get<std::string>();
+      first.pid = s.pid;
+      first.program = s.program;
     }
+    prev.pid = s.pid;
+    prev.start_ns = s.start_ns;
+    prev.program = s.program;
+    prev_line = n;
     last_ns = s.taken_ns;
     budgets::observe(bs, s, samples, t0_ns);
     return 0;
@@ -1084,8 +1121,8 @@ int cmd_check(const args& a) {
   const std::string span = budgets::seconds(last_ns > t0_ns ? last_ns - t0_ns : 0).substr(1);
   std::printf("%s: %d of %zu budget%s exceeded; %llu sample%s of process %d (%s) over %s\n",
               over ? "FAIL" : "PASS", over, bs.size(), bs.size() == 1 ? "" : "s",
-              static_cast<unsigned long long>(samples), samples == 1 ? "" : "s", pid,
-              printable(program).c_str(), span.c_str());
+              static_cast<unsigned long long>(samples), samples == 1 ? "" : "s", first.pid,
+              printable(first.program).c_str(), span.c_str());
   return over ? static_cast<int>(error_kind::over_budget) : 0;
 }
 

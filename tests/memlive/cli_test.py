@@ -11,7 +11,9 @@ the segment is gone once the workload exits.
 check: `memlive check` on a real recording of the workload: budgets that hold and that do not
 (exit 9, the worst value and its sample, as the file has them; per class exactly the plan's
 blocks), stdin, a last line cut short, every bad budget (exit 2) and bad file (exit 6, the line),
-fuzzed input; `record --budget`.
+fuzzed input; `record --budget`; last() and growth() on the running workload and on a recording
+through an exec until the exit (a fall, samples without a value), recordings of two processes put
+together (exit 6).
 permission: a segment the caller cannot read gives exit 5 (skipped, exit 77, when run as root,
 who can read anything).
 promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
@@ -989,6 +991,40 @@ def program_threads(s):
     return sum(1 for t in s["threads"] if t["state"] == "alive" and not t.get("memlive"))
 
 
+def class_total(s, counter, cls):
+    """The process total of a counter in class cls: exited threads' plus every thread's row."""
+    i = 1 + s["counters"].index(counter)
+    rows = s["exited"] + [row for t in s["threads"] for row in t["classes"]]
+    return sum(row[i] for row in rows if row[0] == cls)
+
+
+def without(sample, key):
+    return {k: v for k, v in sample.items() if k != key}
+
+
+def unit(v, is_bytes=True):
+    """A value as check prints it: '1203456 (1.15 MiB)' for bytes from 1 KiB, else '1203456'."""
+    if not is_bytes or v < 1024:
+        return str(v)
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    x, u = v / 1024.0, 0
+    while x >= 1024 and u + 1 < len(units):
+        x, u = x / 1024.0, u + 1
+    return "%d (%s %s)" % (v, ("%.2f" % x).rstrip("0").rstrip("."), units[u])
+
+
+def signed(v, is_bytes=True, plus=True):
+    """A growth as check prints it: '+1048576 (+1 MiB)', '-990', '0' (a limit: no '+')."""
+    sign = "-" if v < 0 else "+" if v > 0 and plus else ""
+    return sign + unit(abs(v), is_bytes).replace(" (", " (" + sign)
+
+
+def secs(samples, n):
+    """Sample n's time after the first, as check prints it: '+0.060 s'."""
+    ns = samples[n - 1]["taken_ns"] - samples[0]["taken_ns"]
+    return "+%d.%03d s" % (ns // 1000000000, ns // 1000000 % 1000)
+
+
 def check_check(ml, pid, tmp):
     rec = os.path.join(tmp, "budget.jsonl")
     r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "5", "--out", rec])
@@ -1104,16 +1140,57 @@ def check_check(ml, pid, tmp):
             ("live_bytes<=-1", "bad number '-1'"), ("live_bytes<=0x10", "bad number '0x10'"),
             ("live_bytes<=18446744073709551616",
              "'18446744073709551616' in 'live_bytes<=18446744073709551616' is too large"),
-            ("live_bytes<=16777216TiB", "'16777216TiB' in 'live_bytes<=16777216TiB' is too large")):
+            ("live_bytes<=16777216TiB", "'16777216TiB' in 'live_bytes<=16777216TiB' is too large"),
+            # last() and growth()
+            ("max(live_bytes)<=1", "unknown function 'max' in 'max(live_bytes)<=1': "
+             "last(METRIC) (the last sample's value) or growth(METRIC) (the last sample's minus "
+             "the first's)"),
+            ("Last(live_bytes)<=1", "unknown function 'Last'"),
+            ("class[3](live)<=1", "unknown function 'class[3]'"),
+            ("last(live_bytes<=1", "unbalanced parentheses in 'last(live_bytes<=1': write "
+             "last(METRIC)<=VALUE or growth(METRIC)<=VALUE"),
+            ("last(live_bytes))<=1", "unbalanced parentheses in 'last(live_bytes))<=1'"),
+            ("last)live_bytes(<=1", "unbalanced parentheses in 'last)live_bytes(<=1'"),
+            ("live_bytes<=1)", "unbalanced parentheses"),
+            ("last(live_bytes<=1)", "'last(live_bytes<=1)' is not FUNCTION(METRIC)<=VALUE: the "
+             "parentheses hold the metric, as last(live_bytes)<=64MiB"),
+            ("(live_bytes)<=1", "'(live_bytes)<=1' is not FUNCTION(METRIC)<=VALUE"),
+            ("last(last(live_bytes))<=1", "is not FUNCTION(METRIC)<=VALUE"),
+            ("last(live_bytes)x<=1", "is not FUNCTION(METRIC)<=VALUE"),
+            ("live_bytes<=last(1)", "is not FUNCTION(METRIC)<=VALUE"),
+            ("last()<=1", "no metric in 'last()<=1': last(METRIC), as last(live_bytes)"),
+            ("growth(nosuch)<=1", "unknown metric 'nosuch' in 'growth(nosuch)<=1'; known: "),
+            ("last(live_bytes)", "budget 'last(live_bytes)' is not METRIC<=VALUE"),
+            ("growth(live_bytes)==1", "bad operator '==' in 'growth(live_bytes)==1'"),
+            ("last(live_bytes)<=-1", "bad number '-1' in 'last(live_bytes)<=-1': a sign is for "
+             "growth(METRIC) only, the one budget that can fall below 0"),
+            ("live_bytes<=+1", "bad number '+1' in 'live_bytes<=+1': a sign is for growth"),
+            ("growth(live_bytes)<=--1", "bad number '--1' in 'growth(live_bytes)<=--1': a whole "
+             "number, optionally followed by KiB, MiB, GiB or TiB (1024-based), with a '-' in "
+             "front for a fall"),
+            ("growth(live_bytes)<=-", "bad number '-'"),
+            ("growth(live_bytes)<=-1.5MiB", "bad number '-1.5MiB'"),
+            ("growth(live_bytes)<=9223372036854775808", "'9223372036854775808' in "
+             "'growth(live_bytes)<=9223372036854775808' is too large for a growth (from "
+             "-9223372036854775808 to 9223372036854775807)"),
+            ("growth(live_bytes)<=-9223372036854775809", "is too large for a growth"),
+            ("growth(live_bytes)<=8388608TiB", "'8388608TiB' in 'growth(live_bytes)<=8388608TiB' "
+             "is too large for a growth")):
         r = run([ml, "check", rec, budget])
         check(one_line_error(r, 2, says), "check %r: exit 2, one line, %r (got %d: %s)" %
               (budget, says, r.returncode, r.stderr.strip()))
     for budget, limit in (("live_bytes <= 64 MiB", 64 << 20), ("live_bytes<=3kib", 3072),
                           ("live_bytes<=7B", 7), ("live_bytes<=16777215TiB", 16777215 << 40),
-                          ("live_bytes<=18446744073709551615", 2 ** 64 - 1)):
+                          ("live_bytes<=18446744073709551615", 2 ** 64 - 1),
+                          ("last(live_bytes)<=18446744073709551615", 2 ** 64 - 1),
+                          ("growth(live_bytes)<=9223372036854775807", 2 ** 63 - 1),
+                          ("growth(live_bytes)<=+7", 7), ("growth ( live_bytes ) <= - 1KiB", -1024),
+                          ("growth(live_bytes)>=-9223372036854775808", -2 ** 63),
+                          ("growth(live_bytes)>=-8388608TiB", -2 ** 63)):
         r = run([ml, "check", rec, budget])
         text = budget.replace(" ", "")
-        check(r.returncode in (0, 9) and " limit %d" % limit in (budget_line(r.stdout, text) or ""),
+        check(r.returncode in (0, 9) and "; limit %s;" % signed(limit, plus=False) in
+              (budget_line(r.stdout, text) or "") + ";",
               "check %r: limit %d (%s)" % (budget, limit, r.stdout.splitlines()[:1]))
     for args, says in (([], "give the FILE"), ([rec], "give at least one budget")):
         r = run([ml, "check"] + args)
@@ -1148,6 +1225,10 @@ def check_check(ml, pid, tmp):
              "line 1: no process.segment_bytes"),
             ("a negative number", lines[0].replace('"live_bytes":', '"live_bytes":-', 1) + "\n",
              "line 1: no process.live_bytes (a whole number)"),
+            ("no pid", lines[0] + "\n" + json.dumps(without(samples[1], "pid")) + "\n",
+             "line 2: no pid"),
+            ("no start_ns", json.dumps(without(samples[0], "start_ns")) + "\n",
+             "line 1: no start_ns"),
             ("nested deep", deep + "\n", "line 1: not a sample (nested too deep)"),
             ("9 million numbers", "{\"options\": [" + "0," * (9 << 20) + "0]}\n",
              "line 1: not a sample (more than 8388608 values)"),
@@ -1252,6 +1333,229 @@ def check_check(ml, pid, tmp):
     r = run([ml, "--help"])
     check("9  check, record --budget: a budget was exceeded" in r.stdout and
           "\n  check FILE BUDGET" in r.stdout, "--help lists check and exit code 9")
+
+
+def record_across_exec(ml, wl, tmp):
+    """A real recording of one process through an exec and its exit: the workload of the plan
+    (1,000 blocks of 16 bytes), then its new image with 10 such blocks, which quits; record ends
+    with the final sample of the process gone (alive false). Returns the lines and the pid."""
+    w = Workload(wl)
+    out = os.path.join(tmp, "exec-exit.jsonl")
+    p = subprocess.Popen([ml, "record", "--pid", str(w.pid), "--interval", "20", "--out", out],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        def lines():
+            return open(out).read().splitlines() if os.path.exists(out) else []
+
+        def wait_for(cond):  # progress of the recording, not a time: TIMEOUT only if it hangs
+            deadline = time.monotonic() + TIMEOUT
+            while not cond() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return cond()
+
+        first = None
+        if wait_for(lambda: len(lines()) >= 2):
+            first = json.loads(lines()[0])["start_ns"]
+            w.proc.stdin.write("exec %s alpha:16:10:0\n" % os.path.realpath(wl))
+            w.proc.stdin.flush()
+            w.proc.stdout.readline()  # the new image is ready
+            # Two samples of the new image (one could be torn by the line being written).
+            wait_for(lambda: sum(1 for l in lines()[:-1] if
+                                 json.loads(l)["start_ns"] != first) >= 2)
+        check(w.stop() == 0, "the exec'd workload exits 0")
+        err, got = finish_record(p, out)
+        check(first is not None and p.returncode == 0 and "exited; wrote a final sample" in err,
+              "a record through an exec until the exit (%s)" % err.strip())
+        return got, w.pid
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        w.kill()
+
+
+def check_last_growth(ml, wl, pid, tmp):
+    """last(METRIC) and growth(METRIC): the last sample's value and the last minus the first,
+    exactly as the recordings have them, on the workload as it runs, and through an exec until
+    the exit (a fall, the samples without a value); record --budget; recordings of two
+    processes put together."""
+    rec = os.path.join(tmp, "budget.jsonl")
+    lines = open(rec).read().splitlines()
+    samples = [json.loads(l) for l in lines]
+    n = len(samples)
+    c16 = class_of(16, samples[0]["class_sizes"])
+    first_live = samples[0]["process"]["live_bytes"]
+    last_live = samples[-1]["process"]["live_bytes"]
+    grown = last_live - first_live
+    budgets = ["last(live_bytes)<=%d" % last_live, "last(live_bytes)<%d" % last_live,
+               "growth(live_bytes)<=%d" % grown, "growth(live_bytes)<%d" % grown,
+               "growth(class[%d].live)<=0" % c16, "growth(class[%d].live)<0" % c16,
+               "last(class[%d].live)>=1000" % c16]
+    r = run([ml, "check", rec] + budgets)
+    at = "%d of %d (%s)" % (n, n, secs(samples, n))
+    want = [
+        "PASS last(live_bytes)<=%d: last %s at sample %s; limit %s" %
+        (last_live, unit(last_live), at, unit(last_live)),
+        "FAIL last(live_bytes)<%d: last %s at sample %s; limit %s" %
+        (last_live, unit(last_live), at, unit(last_live)),
+        "PASS growth(live_bytes)<=%d: growth %s from sample 1 to %s: %s to %s; limit %s" %
+        (grown, signed(grown), at, unit(first_live), unit(last_live), signed(grown, plus=False)),
+        "FAIL growth(live_bytes)<%d: growth %s from sample 1 to %s: %s to %s; limit %s" %
+        (grown, signed(grown), at, unit(first_live), unit(last_live), signed(grown, plus=False)),
+        "PASS growth(class[%d].live)<=0: growth 0 from sample 1 to %s: 1000 to 1000; limit 0" %
+        (c16, at),
+        "FAIL growth(class[%d].live)<0: growth 0 from sample 1 to %s: 1000 to 1000; limit 0" %
+        (c16, at),
+        "PASS last(class[%d].live)>=1000: last 1000 at sample %s; limit 1000" % (c16, at),
+        "FAIL: 3 of 7 budgets exceeded; %d samples of process %d (memlive_workload) over %s" %
+        (n, pid, secs(samples, n)[1:])]
+    got = r.stdout.splitlines()
+    check(r.returncode == 9 and got == want and not r.stderr,
+          "check last() and growth() on a running workload: the values of the file's last and "
+          "first samples, each line exact, exit 9 (%d:\n%s\nwanted:\n%s\n%s)" %
+          (r.returncode, r.stdout, "\n".join(want), r.stderr.strip()))
+
+    # threads and resident_bytes have no value in a sample of the process gone: last() takes the
+    # last sample that has one, and says so; with none at all, no value (FAIL).
+    gone = json.dumps(dict(samples[-1], alive=False))
+    threads, threads0 = program_threads(samples[-1]), program_threads(samples[0])
+    r = run([ml, "check", "-", "last(threads)<=%d" % threads,
+             "growth(threads)<=%d" % (threads - threads0)],
+            input="\n".join(lines + [gone, gone]) + "\n")
+    after = "%d of %d (%s), the last with a value (2 samples after it: alive false)" % (
+        n, n + 2, secs(samples, n))
+    want = ["PASS last(threads)<=%d: last %d at sample %s; limit %d" % (threads, threads, after,
+                                                                        threads),
+            "PASS growth(threads)<=%d: growth %s from sample 1 to %s: %d to %d; limit %d" %
+            (threads - threads0, signed(threads - threads0, False), after, threads0, threads,
+             threads - threads0)]
+    check(r.returncode == 0 and r.stdout.splitlines()[:2] == want,
+          "check last(threads), growth(threads) when the last samples have none: the last with "
+          "a value, said (%d:\n%s\nwanted:\n%s)" % (r.returncode, r.stdout, "\n".join(want)))
+    r = run([ml, "check", "-", "last(threads)<=100", "growth(resident_bytes)<=0",
+             "last(live_bytes)<=16GiB"], input=gone + "\n")
+    out = r.stdout.splitlines()
+    check(r.returncode == 9 and len(out) == 4 and
+          out[0].startswith("FAIL last(threads)<=100: no value in 1 sample (") and
+          out[1].startswith("FAIL growth(resident_bytes)<=0: no value in 1 sample (") and
+          out[2].startswith("PASS last(live_bytes)<=16GiB: last "),
+          "check last(), growth() that no sample gives a value: FAIL (%d: %s)" %
+          (r.returncode, r.stdout))
+
+    # Through an exec until the exit: a real fall (the counters start again from zero), and
+    # the last sample, of the process gone, without threads or resident_bytes.
+    ex, ex_pid = record_across_exec(ml, wl, tmp)
+    xs = [json.loads(l) for l in ex]
+    m = len(xs)
+    if not check(m >= 4 and xs[-1]["alive"] is False and
+                 len({x["start_ns"] for x in xs}) == 2, "the exec recording: %d samples" % m):
+        return
+    allocs0, allocs1 = class_total(xs[0], "allocs", c16), class_total(xs[-1], "allocs", c16)
+    live0 = allocs0 - class_total(xs[0], "frees", c16)
+    live1 = allocs1 - class_total(xs[-1], "frees", c16)
+    check((allocs0, live0, allocs1, live1) == (1000, 1000, 10, 0),
+          "the exec recording: class %d from 1,000 blocks allocated and live to the new image's "
+          "10, all freed at its exit (%s)" % (c16, (allocs0, live0, allocs1, live1)))
+    alive = [i + 1 for i, x in enumerate(xs) if x["alive"]]
+    k = alive[-1]
+    res = xs[k - 1]["process"]["resident_bytes"]
+    res0 = xs[0]["process"]["resident_bytes"]
+    lastlive = xs[-1]["process"]["live_bytes"]
+    span = secs(xs, m)
+    r = run([ml, "check", "-", "growth(class[%d].live)<=-1000" % c16,
+             "growth(class[%d].live)<-1000" % c16, "growth(class[%d].allocs)>=-990" % c16,
+             "growth(class[%d].allocs)>-990" % c16, "last(live_bytes)<=0",
+             "last(resident_bytes)<=%d" % res, "growth(resident_bytes)<=%d" % (res - res0),
+             "last(class[%d].allocs)<=10" % c16], input="\n".join(ex) + "\n")
+    full = "%d of %d (%s)" % (m, m, span)
+    res_at = "%d of %d (%s)%s" % (k, m, secs(xs, k), "" if k == m else
+                                  ", the last with a value (%d sample%s after it: alive false)" %
+                                  (m - k, "" if m - k == 1 else "s"))
+    want = [
+        "PASS growth(class[%d].live)<=-1000: growth -1000 from sample 1 to %s: 1000 to 0; limit "
+        "-1000" % (c16, full),
+        "FAIL growth(class[%d].live)<-1000: growth -1000 from sample 1 to %s: 1000 to 0; limit "
+        "-1000" % (c16, full),
+        "PASS growth(class[%d].allocs)>=-990: growth -990 from sample 1 to %s: 1000 to 10; limit "
+        "-990" % (c16, full),
+        "FAIL growth(class[%d].allocs)>-990: growth -990 from sample 1 to %s: 1000 to 10; limit "
+        "-990" % (c16, full),
+        "%s last(live_bytes)<=0: last %s at sample %s; limit 0" %
+        ("PASS" if lastlive == 0 else "FAIL", unit(lastlive), full),
+        "PASS last(resident_bytes)<=%d: last %s at sample %s; limit %s" %
+        (res, unit(res), res_at, unit(res)),
+        "PASS growth(resident_bytes)<=%d: growth %s from sample 1 to %s: %s to %s; limit %s" %
+        (res - res0, signed(res - res0), res_at, unit(res0), unit(res),
+         signed(res - res0, plus=False)),
+        "PASS last(class[%d].allocs)<=10: last 10 at sample %s; limit 10" % (c16, full),
+        "FAIL: 2 of 8 budgets exceeded; %d samples of process %d (memlive_workload) over %s" %
+        (m, ex_pid, span[1:])]
+    got = r.stdout.splitlines()
+    check(r.returncode == 9 and got == want and lastlive == 0,
+          "check a recording through an exec to the exit: one process; growth -1000 and -990 "
+          "(a '-' limit), last(live_bytes) 0, resident_bytes from the last sample running "
+          "(%d:\n%s\nwanted:\n%s\n%s)" % (r.returncode, r.stdout, "\n".join(want),
+                                          r.stderr.strip()))
+
+    # Recordings of two processes put together: exit 6, the line and both processes.
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input="\n".join(lines + ex) + "\n")
+    check(one_line_error(r, 6, "stdin: line %d: another process: pid %d (memlive_workload, "
+                               "start_ns %d) after pid %d (memlive_workload, start_ns %d) on "
+                               "line %d; a recording is of one process (two recordings put "
+                               "together? check each)" %
+                         (n + 1, ex_pid, xs[0]["start_ns"], pid, samples[-1]["start_ns"], n)),
+          "check of two processes' recordings put together: exit 6, the line, both processes "
+          "(%d: %s)" % (r.returncode, r.stderr.strip()))
+    path = os.path.join(tmp, "twice.jsonl")
+    with open(path, "w") as f:
+        f.write("\n".join(ex + ex) + "\n")
+    r = run([ml, "check", path, "last(live_bytes)<=16GiB"])
+    check(one_line_error(r, 6, "twice.jsonl: line %d: another process: pid %d (memlive_workload, "
+                               "start_ns %d) after pid %d (memlive_workload, start_ns %d) on "
+                               "line %d, whose image started later (record follows a process "
+                               "through exec, to images that start later only); a recording is "
+                               "of one process" %
+                         (m + 1, ex_pid, xs[0]["start_ns"], ex_pid, xs[-1]["start_ns"], m)),
+          "check of one exec recording twice: the same pid, an earlier image: exit 6 (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
+
+    # record --budget: last() and growth() are judged at the end only (no 'exceeded at sample'
+    # line), and exceeded give exit 9.
+    out = os.path.join(tmp, "budget-last.jsonl")
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "3", "--out", out,
+             "--budget", "last(live_bytes)<=1KiB", "--budget", "growth(class[%d].live)<=0" % c16])
+    err = r.stderr.splitlines()
+    rs = [json.loads(l) for l in open(out).read().splitlines()] if os.path.exists(out) else []
+    if check(r.returncode == 9 and len(rs) == 3 and len(err) == 3,
+             "record --budget last() exceeded: 3 samples, 3 lines on stderr, exit 9 (%d: %s)" %
+             (r.returncode, r.stderr.strip())):
+        at = "3 of 3 (%s)" % secs(rs, 3)
+        v = rs[-1]["process"]["live_bytes"]
+        want = ["memlive: recorded 3 samples to %s (done)" % out,
+                "FAIL last(live_bytes)<=1KiB: last %s at sample %s; limit 1024 (1 KiB)" %
+                (unit(v), at),
+                "PASS growth(class[%d].live)<=0: growth 0 from sample 1 to %s: 1000 to 1000; "
+                "limit 0" % (c16, at)]
+        check(err == want, "record --budget last(), growth(): no line before the end, then "
+              "each budget's line as check prints it (%s\nwanted:\n%s)" % (r.stderr.strip(),
+                                                                          "\n".join(want)))
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "2", "--out", out,
+             "--budget", "growth(live_bytes)<=16GiB", "--budget", "last(threads)>=1"])
+    err = r.stderr.splitlines()
+    check(r.returncode == 0 and len(err) == 3 and
+          err[1].startswith("PASS growth(live_bytes)<=16GiB: growth ") and
+          err[2].startswith("PASS last(threads)>=1: last "),
+          "record --budget growth(), last() held: exit 0 (%d: %s)" % (r.returncode,
+                                                                     r.stderr.strip()))
+    for budget, says in (("last(live_bytes)<=-1", "a sign is for growth(METRIC) only"),
+                         ("max(live_bytes)<=1", "unknown function 'max'"),
+                         ("growth(live_bytes<=1", "unbalanced parentheses")):
+        r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--count", "2", "--out",
+                 out, "--budget", budget])
+        check(r.returncode == 2 and r.stderr.startswith("memlive: record: --budget: ") and
+              says in r.stderr and len(r.stderr.splitlines()) == 1,
+              "record --budget %r: exit 2, one line (%d: %s)" % (budget, r.returncode,
+                                                                r.stderr.strip()))
 
 
 def waits_on_pipe(pid):
@@ -1367,6 +1671,7 @@ def cmd_check_budgets(ml, wl):
     tmp = tempfile.mkdtemp(prefix="memlive-test-")
     try:
         check_check(ml, w.pid, tmp)
+        check_last_growth(ml, wl, w.pid, tmp)
         check(w.stop() == 0, "workload exits 0")
     finally:
         w.kill()
