@@ -149,6 +149,17 @@ def finish_record(p, out):
     return err, (open(out).read().splitlines() if os.path.exists(out) else [])
 
 
+def terminate(p, timeout=TIMEOUT):
+    """Ends a process a test started (http_test.py too): SIGTERM, a wait of `timeout` seconds,
+    else SIGKILL. Its exit status."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
 def check_overflow_note(ml, wl):
     """More threads than slots: the threads without one share the overflow slot, and snapshot
     says so on stderr (the JSON alone shows one "overflow" thread)."""
@@ -861,12 +872,7 @@ def check_errors(ml, workload_pid, tmp):
     while not blocked and p.poll() is None and time.monotonic() < deadline:
         blocked = waits_on_pipe(p.pid)
         time.sleep(0.05)
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    terminate(p)
     data = p.stdout.read()
     err = p.stderr.read()
     lines = data.split(b"\n")

@@ -1210,12 +1210,7 @@ def check_run_exec_healthz(ml, target):
               ((snap or {}).get("program"),))
     finally:
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=TIMEOUT)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            cli_test.terminate(p, TIMEOUT)
 
 
 def check_run_exec_name(ml):
