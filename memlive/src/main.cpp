@@ -984,8 +984,8 @@ std::string another_process(const budgets::sample& s, const budgets::sample& pre
   std::string what = "another process: " + who(s) + " after " + who(prev) + " on line " +
                      std::to_string(prev_line);
   if (s.pid == prev.pid)
-    what += ", whose image started later (record follows a process through exec, to images "
-            "that start later only)";
+    what += ", an image that started before that line's (record follows a process through "
+            "exec, to images that start later only)";
   return what + "; a recording is of one process (two recordings put together? check each)";
 }
 

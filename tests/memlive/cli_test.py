@@ -1518,8 +1518,9 @@ def check_last_growth(ml, wl, pid, tmp):
     r = run([ml, "check", path, "last(live_bytes)<=16GiB"])
     check(one_line_error(r, 6, "twice.jsonl: line %d: another process: pid %d (memlive_workload, "
                                "start_ns %d) after pid %d (memlive_workload, start_ns %d) on "
-                               "line %d, whose image started later (record follows a process "
-                               "through exec, to images that start later only); a recording is "
+                               "line %d, an image that started before that line's (record "
+                               "follows a process through exec, to images that start later "
+                               "only); a recording is "
                                "of one process" %
                          (m + 1, ex_pid, xs[0]["start_ns"], ex_pid, xs[-1]["start_ns"], m)),
           "check of one exec recording twice: the same pid, an earlier image: exit 6 (%d: %s)" %
