@@ -1071,6 +1071,9 @@ inline void segment::take(snapshot* into) const {
       continue;  // unused (or changing hands), or a value this version does not know
     used.push_back({i, state, load<std::uint32_t>(p, l.slot(i) + offsetof(S, incarnation))});
   }
+  // A sampler keeps the memory of its largest snapshot, but not for ever: after a burst of
+  // threads has gone, a view vector over twice the size it needs is given back.
+  if (s.threads.capacity() > 2 * used.size() + 64) std::vector<thread_view>().swap(s.threads);
   s.threads.resize(used.size());
   for (std::size_t k = 0; k < used.size(); ++k) {
     s.threads[k].slot = used[k].slot;

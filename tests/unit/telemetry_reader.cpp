@@ -397,6 +397,13 @@ TEST_CASE("a valid segment reads back exactly") {
     seg->take(&s);                      // and again, into itself
     check_default_segment(s);
   }
+  SUBCASE("into one that held far more threads: that memory is given back") {
+    rd::snapshot s = junk_snapshot();
+    s.threads.resize(1000);
+    seg->take(&s);
+    check_default_segment(s);
+    CHECK(s.threads.capacity() < 100);
+  }
   SUBCASE("an error clears what the snapshot held") {
     rd::snapshot s = junk_snapshot();
     f.write(dir.file(getpid()), 100);  // the file cut under the mapping
