@@ -856,18 +856,25 @@ TEST_CASE("successor: a new file under the name, from the same process, is follo
   CHECK(gone->successor(&err) == nullptr);
 }
 
+namespace {
+// Waits (up to 5 s) until child `pid` has exited, without reaping it: a zombie.
+bool exited_unreaped(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
+        info.si_pid == pid)
+      return true;
+    usleep(10000);
+  }
+  return false;
+}
+}  // namespace
+
 TEST_CASE("a process that exited but was not reaped yet (a zombie) is not alive") {
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) _exit(0);
-  bool zombie = false;  // wait until it has exited, without reaping it
-  for (int i = 0; i < 500 && !zombie; ++i) {
-    siginfo_t info{};
-    zombie = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
-             info.si_pid == child;
-    if (!zombie) usleep(10000);
-  }
-  REQUIRE(zombie);
+  REQUIRE(exited_unreaped(child));
   CHECK(kill(child, 0) == 0);  // what the check alone would go by
   CHECK_FALSE(rd::pid_alive(child));
   REQUIRE(waitpid(child, nullptr, 0) == child);
@@ -921,14 +928,7 @@ TEST_CASE("a process whose main thread returned through pthread_exit() runs on i
   CHECK(rd::pid_alive(child));
   CHECK(rd::segment_owner_alive(child, 0));
   close(fds[1]);  // its thread ends, and so the process
-  bool zombie = false;
-  for (int i = 0; i < 500 && !zombie; ++i) {
-    siginfo_t info{};
-    zombie = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT | WNOHANG) == 0 &&
-             info.si_pid == child;
-    if (!zombie) usleep(10000);
-  }
-  REQUIRE(zombie);
+  REQUIRE(exited_unreaped(child));
   CHECK_FALSE(rd::pid_alive(child));
   CHECK_FALSE(rd::segment_owner_alive(child, 0));
   int status = -1;
