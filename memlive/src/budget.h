@@ -581,6 +581,71 @@ inline unsigned depth(const std::string& line, unsigned limit) {
   return most;
 }
 
+// The most JSON values a line may hold: a line of 256 MiB could hold 128 million numbers,
+// gigabytes as a DOM; 8 million take about 300 MB, and a sample of 4,096 threads with every
+// class in use holds about 4 million.
+constexpr std::size_t kMaxValues = std::size_t(8) << 20;
+
+// What became of one line of a recording.
+enum class line_kind {
+  sample,   // *s holds it
+  cut,      // the file's last line, cut short by a record stopped while writing it: left out
+  refused,  // *error says why (without the line number)
+};
+
+namespace detail {
+struct too_many_values {};
+}  // namespace detail
+
+// One line of a recording, without its newline; `unfinished`: it is the file's last line and
+// had none. Only what the budgets read (`n`) is kept, and the parse stops past `max_values`
+// values (kMaxValues; the fuzz target passes fewer).
+inline line_kind read_line(const std::string& text, const needs& n, bool unfinished, sample* s,
+                           std::string* error, std::size_t max_values = kMaxValues) {
+  const auto refuse = [&](const std::string& what) {
+    *error = what;
+    return line_kind::refused;
+  };
+  if (text.empty()) return refuse("empty (every line of a recording is one sample)");
+  if (depth(text, 8) > 8) return refuse("not a sample (nested too deep)");
+  std::size_t values = 0;
+  const auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event != nlohmann::json::parse_event_t::key) {
+      if (++values > max_values) throw detail::too_many_values{};
+      return true;
+    }
+    const std::string& key = parsed.get_ref<const std::string&>();
+    if (depth == 1)
+      return key == "schema" || key == "pid" || key == "program" || key == "alive" ||
+             key == "start_ns" || key == "taken_ns" || key == "layout_version" ||
+             key == "process" || (key == "threads" && (n.threads || n.classes)) ||
+             (n.classes && (key == "counters" || key == "class_sizes" || key == "exited"));
+    if (depth == 3)  // a thread's
+      return key == "state" || key == "memlive" || (n.classes && key == "classes");
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, keep);
+  } catch (const detail::too_many_values&) {
+    return refuse("not a sample (more than " + std::to_string(max_values) + " values)");
+  } catch (const nlohmann::json::parse_error& e) {
+    // A record stopped while it wrote to a pipe leaves the start of a sample.
+    if (unfinished && text.compare(0, 10, "{\"schema\":") == 0) return line_kind::cut;
+    const bool short_of_end = e.byte >= text.size() &&
+                              std::strstr(e.what(), "unexpected end of input") != nullptr;
+    return refuse(short_of_end ? std::string("not JSON (it ends too soon)")
+                               : "not JSON (at byte " + std::to_string(e.byte) + ")");
+  }
+  return from_json(j, n, s, error) ? line_kind::sample : line_kind::refused;
+}
+
+// Whether `s` can follow `prev` in one recording: the same pid, and the same image or a later
+// one (record follows a process through exec). Anything else is another process.
+inline bool continues(const sample& s, const sample& prev) {
+  return s.pid == prev.pid && s.start_ns >= prev.start_ns;
+}
+
 }  // namespace budgets
 
 #endif  // MEMLIVE_SRC_BUDGET_H

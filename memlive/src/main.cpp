@@ -966,8 +966,6 @@ int cmd_record(const args& a) {
 // The longest line check reads: a sample of 4,096 threads with every class in use is about
 // 75 MB.
 constexpr std::size_t kMaxLine = std::size_t(256) << 20;
-constexpr std::size_t kMaxValues = std::size_t(8) << 20;
-struct too_many_values {};
 
 // A recording is of one process: `record` follows its pid, through every exec (a new image, so
 // a later start_ns, the counters from zero) until it exits. A line of another pid, or of an
@@ -1014,50 +1012,20 @@ int cmd_check(const args& a) {
   budgets::sample first, prev;  // their pid, program and start_ns
   // One line: 0 when it is a sample (taken), else the exit code, said.
   const auto take = [&](const std::string& text, std::uint64_t n, bool unfinished) -> int {
-    if (text.empty()) return malformed(n, "empty (every line of a recording is one sample)");
-    nlohmann::json j;
-    if (budgets::depth(text, 8) > 8) return malformed(n, "not a sample (nested too deep)");
-    // Only what the budgets read is kept, and the parse stops past kMaxValues values (a line of
-    // 256 MiB could hold 128 million numbers, gigabytes as a DOM; 8 million take about 300 MB,
-    // and a sample of 4,096 threads with every class in use holds about 4 million).
-    std::size_t values = 0;
-    const auto keep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      if (event != nlohmann::json::parse_event_t::key) {
-        if (++values > kMaxValues) throw too_many_values{};
-        return true;
-      }
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (depth == 1)
-        return key == "schema" || key == "pid" || key == "program" || key == "alive" ||
-               key == "start_ns" || key == "taken_ns" || key == "layout_version" ||
-               key == "process" ||
-               (key == "threads" && (need.threads || need.classes)) ||
-               (need.classes && (key == "counters" || key == "class_sizes" || key == "exited"));
-      if (depth == 3)  // a thread's
-        return key == "state" || key == "memlive" || (need.classes && key == "classes");
-      return true;
-    };
-    try {
-      j = nlohmann::json::parse(text, keep);
-    } catch (const too_many_values&) {
-      return malformed(n, "not a sample (more than " + std::to_string(kMaxValues) + " values)");
-    } catch (const nlohmann::json::parse_error& e) {
-      // A record stopped while it wrote to a pipe leaves the start of a sample.
-      if (unfinished && text.compare(0, 10, "{\"schema\":") == 0) {
+    budgets::sample s;
+    std::string err;
+    switch (budgets::read_line(text, need, unfinished, &s, &err)) {
+      case budgets::line_kind::refused:
+        return malformed(n, err);
+      case budgets::line_kind::cut:
         error_line("warning: " + name + ": the last line (" + std::to_string(n) +
                    ") is cut short, without its newline (a record stopped while writing it?); "
                    "left out");
         return 0;
-      }
-      const bool short_of_end = e.byte >= text.size() &&
-                                std::strstr(e.what(), "unexpected end of input") != nullptr;
-      return malformed(n, short_of_end ? std::string("not JSON (it ends too soon)")
-                                       : "not JSON (at byte " + std::to_string(e.byte) + ")");
+      case budgets::line_kind::sample:
+        break;
     }
-    budgets::sample s;
-    std::string err;
-    if (!budgets::from_json(j, need, &s, &err)) return malformed(n, err);
-    if (samples > 0 && (s.pid != prev.pid || s.start_ns < prev.start_ns))
+    if (samples > 0 && !budgets::continues(s, prev))
       return malformed(n, another_process(s, prev, prev_line));
     if (++samples == 1) {
       t0_ns = s.taken_ns;
