@@ -19,6 +19,7 @@
 #include <memlive.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -275,6 +276,19 @@ inline bool parse(const std::string& given, budget* b, std::string* error) {
   return false;
 }
 
+// Live blocks of a class total: allocs + adopted - the subtracted counters (0 if below), the
+// reader's formula (rd::detail::live_of), summed in 128 bits and held at 2^64 - 1. A total read
+// from a file is a sum held at 2^64 - 1 (add_row), and the reader's 64-bit sums would wrap past
+// it: allocs at 2^64 - 1 and 1 adopted made 0 live blocks, a class[N].live budget that passed.
+inline std::uint64_t live_of(const std::array<std::uint64_t, tl::kCounterCount>& v) {
+  using wide = unsigned __int128;  // GCC and clang, 64-bit targets
+  const wide plus = wide(v[tl::c_allocs]) + v[tl::c_adopted];
+  wide minus = 0;
+  for (unsigned c : rd::detail::kSubtracted) minus += v[c];
+  const wide live = plus > minus ? plus - minus : 0;
+  return live > ~std::uint64_t(0) ? ~std::uint64_t(0) : static_cast<std::uint64_t>(live);
+}
+
 // The value of `b` in `s`; false when the sample has none (threads and resident_bytes of a
 // process that is gone: the final sample of a recording that followed the process's exit).
 inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
@@ -292,7 +306,7 @@ inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
       return true;
     case budget::class_live:
     case budget::class_live_bytes: {
-      const std::uint64_t live = rd::detail::live_of(s.total[b.cls]);
+      const std::uint64_t live = live_of(s.total[b.cls]);
       if (b.kind == budget::class_live) {
         *v = live;
       } else if (b.cls == 0) {
@@ -629,6 +643,10 @@ inline line_kind read_line(const std::string& text, const needs& n, bool unfinis
     j = nlohmann::json::parse(text, keep);
   } catch (const detail::too_many_values&) {
     return refuse("not a sample (more than " + std::to_string(max_values) + " values)");
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number past a double's range (1e400) is JSON that nlohmann cannot hold; it ends the
+    // parse with this error (406) rather than a parse_error. record writes no such number.
+    return refuse("not a sample (a number past a double's range, as 1e400)");
   } catch (const nlohmann::json::parse_error& e) {
     // A record stopped while it wrote to a pipe leaves the start of a sample.
     if (unfinished && text.compare(0, 10, "{\"schema\":") == 0) return line_kind::cut;

@@ -1236,6 +1236,11 @@ def check_check(ml, pid, tmp):
             ("no start_ns", json.dumps(without(samples[0], "start_ns")) + "\n",
              "line 1: no start_ns"),
             ("nested deep", deep + "\n", "line 1: not a sample (nested too deep)"),
+            # nlohmann ends its parse at such a number with an error of its own (406), which
+            # aborted check (found by tests/fuzz/fuzz_recording).
+            ("a number past a double's range",
+             lines[0] + "\n{\"schema\": \"memlive.snapshot/1\", \"pid\": 1e400}\n",
+             "line 2: not a sample (a number past a double's range, as 1e400)"),
             ("9 million numbers", "{\"options\": [" + "0," * (9 << 20) + "0]}\n",
              "line 1: not a sample (more than 8388608 values)"),
             ("a long line", "x" * 3000000 + "\n", "line 1: not JSON (at byte 1)"),
@@ -1262,6 +1267,15 @@ def check_check(ml, pid, tmp):
     check(one_line_error(r, 6, "stdin: line 1: no \"exited\" rows"),
           "check: a row of a class that does not exist (%d: %s)" % (r.returncode,
                                                                     r.stderr.strip()))
+    # A class total past 64 bits is held at 2^64 - 1, and so are its live blocks: 2^64 - 1
+    # allocs and 1 adopted block made 0 live blocks, and the budget passed (found by
+    # tests/fuzz/fuzz_recording).
+    big = dict(samples[0], threads=[], exited=[[1, 2**64 - 1] + [0] * 5 + [1] + [0] * 9])
+    r = run([ml, "check", "-", "class[1].live<=5"], input=json.dumps(big) + "\n")
+    check(r.returncode == 9 and r.stdout.startswith(
+        "FAIL class[1].live<=5: worst 18446744073709551615 at sample 1"),
+          "check: live blocks past 64 bits held at 2^64 - 1: exit 9 (%d: %s)" %
+          (r.returncode, r.stdout.strip()[:200]))
     # A line longer than any sample (256 MiB) stops the read there.
     p = subprocess.Popen([ml, "check", "-", "live_bytes<=1"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
