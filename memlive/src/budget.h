@@ -3,8 +3,9 @@
 // recorded JSON line or a live snapshot), and what each budget saw: the worst value, the last,
 // or the last minus the first. SPDX-License-Identifier: MIT
 //
-// Only main.cpp includes this file. The metrics are named as the snapshot JSON names them
-// (memlive/README.md, "The JSON schema"), so a user finds them in a recording:
+// Only main.cpp includes this file (and the fuzz targets tests/fuzz/fuzz_budget.cpp and
+// fuzz_recording.cpp, which call its parsers). The metrics are named as the snapshot JSON names
+// them (memlive/README.md, "The JSON schema"), so a user finds them in a recording:
 //   the fields of "process" (live_bytes, resident_bytes, ...),
 //   threads                 the program's threads alive (slots in state "alive" that are not
 //                           memlive's own, "memlive": true),
