@@ -232,6 +232,9 @@ void order(worker& w, const command& c) {
 
 void new_thread(const char* name) {
   if (find(name)) return (void)std::printf("error thread %s exists\n", name);
+  // (A thread name holds 15 characters; main reads at most that, but the compiler cannot know.)
+  const std::size_t length = std::strlen(name);
+  if (length >= sizeof worker::name) return (void)std::printf("error name %s too long\n", name);
   worker* w = nullptr;
   for (worker& x : g_workers)
     if (!x.used) {
@@ -244,7 +247,7 @@ void new_thread(const char* name) {
     g_left[g_left_count++] = {w->blocks, w->nblocks};
     w->blocks = nullptr;
   }
-  std::snprintf(w->name, sizeof w->name, "%s", name);
+  std::memcpy(w->name, name, length + 1);
   if (!w->blocks) w->blocks = static_cast<block*>(std::malloc(kMaxBlocks * sizeof(block)));
   w->nblocks = 0;
   w->used = true;
