@@ -896,7 +896,16 @@ bool stat_of(pid_t pid, char* state, int* threads) {
 }
 }  // namespace
 
-TEST_CASE("a process whose main thread returned through pthread_exit() runs on its other threads") {
+// Not under TSan or ASan: a fork child that starts a thread and ends its main thread alone is
+// beyond what their runtimes handle (under TSan it hung); the plain and UBSan builds run it.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kForkThreadsUnsupported = true;
+#else
+constexpr bool kForkThreadsUnsupported = false;
+#endif
+
+TEST_CASE("a process whose main thread returned through pthread_exit() runs on its other threads" *
+          doctest::skip(kForkThreadsUnsupported)) {
   // The kernel shows such a process as a zombie (its leader's state) until its last thread ends.
   int fds[2];
   REQUIRE(pipe(fds) == 0);
