@@ -609,11 +609,16 @@ inline bool is_subtracted(unsigned c) {
          c == telemetry::c_handed_over || c == telemetry::c_foreign_allocs;
 }
 
+// allocs + adopted - the subtracted counters: 0 if below, held at 2^64 - 1 if above. Summed in
+// 128 bits, so that counters near 2^64 (a damaged segment, or totals held at 2^64 - 1 as
+// `memlive check` sums a recording's) do not wrap: allocs at 2^64 - 1 and 1 adopted made 0.
 inline std::uint64_t live_of(const std::array<std::uint64_t, telemetry::kCounterCount>& v) {
-  std::uint64_t plus = v[telemetry::c_allocs] + v[telemetry::c_adopted];
-  std::uint64_t minus = v[telemetry::c_frees] + v[telemetry::c_large_freed_by_others] +
-                        v[telemetry::c_handed_over] + v[telemetry::c_foreign_allocs];
-  return plus > minus ? plus - minus : 0;
+  __extension__ typedef unsigned __int128 wide;  // GCC and clang, 64-bit targets
+  const wide plus = wide(v[telemetry::c_allocs]) + v[telemetry::c_adopted];
+  wide minus = 0;
+  for (unsigned c : kSubtracted) minus += v[c];
+  const wide live = plus > minus ? plus - minus : 0;
+  return live > ~std::uint64_t(0) ? ~std::uint64_t(0) : static_cast<std::uint64_t>(live);
 }
 
 }  // namespace detail

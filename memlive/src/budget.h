@@ -20,7 +20,6 @@
 #include <memlive.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -277,19 +276,6 @@ inline bool parse(const std::string& given, budget* b, std::string* error) {
   return false;
 }
 
-// Live blocks of a class total: allocs + adopted - the subtracted counters (0 if below), the
-// reader's formula (rd::detail::live_of), summed in 128 bits and held at 2^64 - 1. A total read
-// from a file is a sum held at 2^64 - 1 (add_row), and the reader's 64-bit sums would wrap past
-// it: allocs at 2^64 - 1 and 1 adopted made 0 live blocks, a class[N].live budget that passed.
-inline std::uint64_t live_of(const std::array<std::uint64_t, tl::kCounterCount>& v) {
-  using wide = unsigned __int128;  // GCC and clang, 64-bit targets
-  const wide plus = wide(v[tl::c_allocs]) + v[tl::c_adopted];
-  wide minus = 0;
-  for (unsigned c : rd::detail::kSubtracted) minus += v[c];
-  const wide live = plus > minus ? plus - minus : 0;
-  return live > ~std::uint64_t(0) ? ~std::uint64_t(0) : static_cast<std::uint64_t>(live);
-}
-
 // The value of `b` in `s`; false when the sample has none (threads and resident_bytes of a
 // process that is gone: the final sample of a recording that followed the process's exit).
 inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
@@ -307,7 +293,7 @@ inline bool value_of(const budget& b, const sample& s, std::uint64_t* v) {
       return true;
     case budget::class_live:
     case budget::class_live_bytes: {
-      const std::uint64_t live = live_of(s.total[b.cls]);
+      const std::uint64_t live = rd::detail::live_of(s.total[b.cls]);
       if (b.kind == budget::class_live) {
         *v = live;
       } else if (b.cls == 0) {
