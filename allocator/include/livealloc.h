@@ -110,7 +110,10 @@
     "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
   X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
-    "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")
+    "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")             \
+  X(stale_segments, int, 8, 0, 64, false,                                                       \
+    "segments left in /dev/shm by this user's processes that are gone (killed, crashed) kept "  \
+    "when a process publishes its own: the newest; older ones are removed")
 
 namespace livealloc {
 inline namespace v0 {
@@ -2311,6 +2314,97 @@ inline bool table_name_held(const char* path) noexcept {
   return held;
 }
 
+// --- stale segments -----------------------------------------------------------------------------
+// A profiled process that is killed (SIGKILL, a crash, the OOM killer) cannot remove its
+// segment's name, and /dev/shm is memory: a service restarting in a crash loop left one file per
+// pid it was given, 48 KiB or more each, until someone ran `memlive list --clean`. So a process
+// that publishes its segment removes its user's stale ones past the newest `stale_segments` (by
+// the start time in their headers), which stay for memlive to show how those processes ended.
+// Stale: a regular file named livealloc.<digits>, of this user, with this version's header, that
+// no process holds the lock of (table_name_held), in whichever pid namespace it ran. A file that
+// is anything else is left to `memlive list`. Only system calls, no allocation: this runs in a
+// fork child's atfork handler too.
+constexpr int kMaxStaleKept = 64;  // the option's upper bound: the newest are kept on the stack
+
+struct stale_segment {
+  std::uint64_t start_ns;
+  dev_t dev;
+  ino_t ino;
+  char name[24];  // "livealloc." and a pid
+};
+
+// Whether `name` in the directory `dir` is a stale segment; fills *s.
+inline bool stale_segment_at(int dir, const char* name, stale_segment* s) noexcept {
+  static constexpr char kPrefix[] = "livealloc.";
+  const std::size_t prefix = sizeof kPrefix - 1, len = strlen(name);
+  if (len <= prefix || len >= sizeof s->name || memcmp(name, kPrefix, prefix) != 0) return false;
+  for (const char* c = name + prefix; *c; ++c)
+    if (*c < '0' || *c > '9') return false;
+  struct stat st;
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != geteuid())
+    return false;
+  const int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  using telemetry::segment_header;
+  constexpr std::size_t kRead = offsetof(segment_header, start_ns) + sizeof(std::uint64_t);
+  unsigned char h[kRead];
+  std::uint32_t version = 0;
+  bool stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+               pread(fd, h, kRead, 0) == static_cast<ssize_t>(kRead) &&
+               memcmp(h + offsetof(segment_header, magic), telemetry::kMagic, 8) == 0;
+  if (stale) memcpy(&version, h + offsetof(segment_header, version), sizeof version);
+  stale = stale && version == telemetry::kVersion && flock(fd, LOCK_SH | LOCK_NB) == 0;
+  close(fd);
+  if (!stale) return false;
+  memcpy(&s->start_ns, h + offsetof(segment_header, start_ns), sizeof s->start_ns);
+  s->dev = st.st_dev;
+  s->ino = st.st_ino;
+  memcpy(s->name, name, len + 1);
+  return true;
+}
+
+// Removes the name if it still holds the stale file: a process given that pid since may have
+// replaced it (between the check and the unlink it still could: it would run on unnamed).
+inline bool stale_segment_remove(int dir, const stale_segment& s) noexcept {
+  struct stat st;
+  return fstatat(dir, s.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == s.dev &&
+         st.st_ino == s.ino && unlinkat(dir, s.name, 0) == 0;
+}
+
+// One pass over the directory `dir` (/dev/shm): keeps the `keep` newest stale segments (at most
+// kMaxStaleKept) and removes the others as they are found older; never the file (dev, ino), the
+// caller's own (which its lock keeps anyway, unless flock failed). Returns how many it removed.
+inline int sweep_stale_segments(int dir, int keep, dev_t dev, ino_t ino) noexcept {
+  keep = keep < 0 ? 0 : keep > kMaxStaleKept ? kMaxStaleKept : keep;
+  stale_segment kept[kMaxStaleKept];
+  int count = 0, removed = 0;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      // struct linux_dirent64: ino (8 bytes), offset (8), record length (2), type (1), name
+      std::uint16_t reclen;
+      memcpy(&reclen, buf + at + 16, sizeof reclen);
+      const char* name = buf + at + 19;
+      at += reclen;
+      stale_segment s;
+      if (!stale_segment_at(dir, name, &s) || (s.dev == dev && s.ino == ino)) continue;
+      if (count < keep) {
+        kept[count++] = s;
+        continue;
+      }
+      int oldest = -1;  // the oldest kept, if older than s
+      for (int i = 0; i < count; ++i)
+        if (kept[i].start_ns < (oldest < 0 ? s.start_ns : kept[oldest].start_ns)) oldest = i;
+      removed += stale_segment_remove(dir, oldest < 0 ? s : kept[oldest]);
+      if (oldest >= 0) kept[oldest] = s;
+    }
+  }
+  return removed;
+}
+
 // Reads the number in `base` (16 or 10) at *s and moves *s past it; false when no digit is there.
 inline bool maps_number(const char** s, unsigned base, std::uint64_t* v) noexcept {
   const char* p = *s;
@@ -2413,7 +2507,7 @@ inline bool process_init() noexcept;
 inline int table_enable() noexcept {
   if (!process_init()) return ENOMEM;
   if (!g_table.file) return g_table.base ? ENOTSUP : ENOMEM;
-  bool register_atexit = false;
+  bool register_atexit = false, sweep = false;
   int result = 0;
   {
     lock_guard guard(g_table.lock);
@@ -2447,6 +2541,7 @@ inline int table_enable() noexcept {
       g_table.linked = true;
       g_table.name_dev = g_table.dev;
       g_table.name_ino = g_table.ino;
+      sweep = true;
       register_atexit = !g_table.atexit_registered;
       g_table.atexit_registered = true;
 #ifdef LIVEALLOC_PRELOAD
@@ -2454,6 +2549,14 @@ inline int table_enable() noexcept {
       close(g_table.fd);
       table_keep_fd(-1);
 #endif
+    }
+  }
+  if (sweep) {  // outside the lock: a pass over /dev/shm
+    const int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      sweep_stale_segments(dir, static_cast<int>(option(opt_stale_segments)), g_table.name_dev,
+                           g_table.name_ino);
+      close(dir);
     }
   }
   if (register_atexit) {  // may allocate: outside the lock

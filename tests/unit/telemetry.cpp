@@ -5,10 +5,12 @@
 
 #include <livealloc.h>
 #include <livealloc_reader.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -944,4 +946,123 @@ TEST_CASE("enable after disable fails cleanly: Linux names an unnamed file only 
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+namespace {
+
+// A file in `dir` with a segment header's first fields: magic, version and start time.
+void write_fake_segment(const std::string& dir, const std::string& name, std::uint64_t start_ns,
+                        std::uint32_t version = kVersion, const char* magic = kMagic) {
+  segment_header h{};
+  memcpy(h.magic, magic, sizeof h.magic);
+  h.version = version;
+  h.start_ns = start_ns;
+  const int fd = open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, &h, sizeof h) == static_cast<ssize_t>(sizeof h));
+  close(fd);
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int sweep(const std::string& dir, int keep, dev_t dev = 0, ino_t ino = 0) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const int removed = la::detail::sweep_stale_segments(fd, keep, dev, ino);
+  close(fd);
+  return removed;
+}
+
+}  // namespace
+
+TEST_CASE("stale segments: the newest are kept, the older removed, anything else left alone") {
+  char tmpl[] = "/tmp/livealloc-sweep-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  // Stale segments, in no order of their start times (the start time, not the pid, decides).
+  const std::uint64_t starts[] = {500, 100, 400, 200, 300};
+  for (int i = 0; i < 5; ++i)
+    write_fake_segment(dir, "livealloc." + std::to_string(10 + i), starts[i]);
+  // Never removed, though older than any: a segment whose process holds its lock, one of another
+  // version or magic, a header cut short, names that are not livealloc.<digits>, a directory, a
+  // FIFO and a symbolic link with a segment's name, and (below) another user's file.
+  write_fake_segment(dir, "livealloc.20", 1);
+  const int held = open((dir + "/livealloc.20").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(held >= 0);
+  REQUIRE(flock(held, LOCK_EX | LOCK_NB) == 0);
+  write_fake_segment(dir, "livealloc.21", 1, kVersion + 1);
+  write_fake_segment(dir, "livealloc.22", 1, kVersion, "LIVEALLX");
+  REQUIRE(truncate((dir + "/livealloc.22").c_str(), 0) == 0);
+  write_fake_segment(dir, "livealloc.23", 1);
+  REQUIRE(truncate((dir + "/livealloc.23").c_str(), 40) == 0);
+  write_fake_segment(dir, "livealloc.24x", 1);
+  write_fake_segment(dir, "livealloc.", 1);
+  write_fake_segment(dir, "other.25", 1);
+  REQUIRE(mkdir((dir + "/livealloc.26").c_str(), 0700) == 0);
+  REQUIRE(mkfifo((dir + "/livealloc.27").c_str(), 0600) == 0);
+  write_fake_segment(dir, "target", 1);
+  REQUIRE(symlink("target", (dir + "/livealloc.28").c_str()) == 0);
+  bool other_user = false;
+  if (geteuid() == 0) {
+    write_fake_segment(dir, "livealloc.29", 1);
+    other_user = chown((dir + "/livealloc.29").c_str(), 65534, 65534) == 0;
+  }
+  std::vector<std::string> others = {"livealloc.", "livealloc.20", "livealloc.21", "livealloc.22",
+                                     "livealloc.23", "livealloc.24x", "livealloc.26",
+                                     "livealloc.27", "livealloc.28", "other.25", "target"};
+  if (other_user) others.push_back("livealloc.29");
+  auto expect = [&](std::vector<std::string> stale) {
+    stale.insert(stale.end(), others.begin(), others.end());
+    std::sort(stale.begin(), stale.end());
+    CHECK(names_in(dir) == stale);
+  };
+
+  SUBCASE("keep 2 of 5: the two started last stay") {
+    CHECK(sweep(dir, 2) == 3);
+    expect({"livealloc.10", "livealloc.12"});
+    CHECK(sweep(dir, 2) == 0);  // nothing more to do
+    CHECK(sweep(dir, 0) == 2);
+    expect({});
+  }
+  SUBCASE("keep as many as there are, or more: nothing removed") {
+    CHECK(sweep(dir, 5) == 0);
+    CHECK(sweep(dir, 64) == 0);
+    expect({"livealloc.10", "livealloc.11", "livealloc.12", "livealloc.13", "livealloc.14"});
+  }
+  SUBCASE("the caller's own file is never removed, even unlocked and the oldest") {
+    struct stat st;
+    REQUIRE(stat((dir + "/livealloc.11").c_str(), &st) == 0);
+    CHECK(sweep(dir, 1, st.st_dev, st.st_ino) == 3);
+    expect({"livealloc.10", "livealloc.11"});
+  }
+  SUBCASE("the held segment is stale once its holder lets go") {
+    close(held);
+    CHECK(sweep(dir, 5) == 1);
+    others.erase(std::find(others.begin(), others.end(), "livealloc.20"));
+    expect({"livealloc.10", "livealloc.11", "livealloc.12", "livealloc.13", "livealloc.14"});
+  }
+  SUBCASE("more kept than the stack holds: the option's bound, 64, is the most kept") {
+    for (int i = 0; i < 70; ++i)
+      write_fake_segment(dir, "livealloc." + std::to_string(100 + i), 1000 + i);
+    CHECK(sweep(dir, 1000) == 75 - la::detail::kMaxStaleKept);  // the 5 above are the oldest
+    std::vector<std::string> stale;
+    for (int i = 70 - la::detail::kMaxStaleKept; i < 70; ++i)
+      stale.push_back("livealloc." + std::to_string(100 + i));
+    expect(stale);
+  }
+  close(held);
+  for (const std::string& n : names_in(dir)) {
+    const std::string p = dir + "/" + n;
+    if (rmdir(p.c_str()) != 0) unlink(p.c_str());
+  }
+  CHECK(rmdir(dir.c_str()) == 0);
 }

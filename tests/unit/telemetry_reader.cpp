@@ -99,8 +99,11 @@ std::uint64_t value(int b, unsigned cls, unsigned c) {
 // Slots: 0 "main" alive, 1 "worker" alive, 2 "gone" exited, 3 (the overflow slot) unused.
 struct fake_segment {
   static constexpr std::uint32_t kSlots = 4, kSlotSize = 8192;
-  static constexpr std::uint64_t kClassSizesOff = 512, kControlOff = 1024, kExitedOff = 2048,
+  static constexpr std::uint64_t kClassSizesOff = 512, kControlOff = 1024, kExitedOff = 3072,
                                  kSlotsOff = 12288, kSize = kSlotsOff + kSlots * kSlotSize;
+  // The allocator's options and one more, 96 bytes each after the control block's 32.
+  static_assert(kControlOff + 32 + (livealloc::detail::kOptionCount + 1) * 96 <= kExitedOff,
+                "the fake's options overrun its exited totals: move them");
   std::vector<std::uint64_t> words;  // 8-byte aligned storage
   std::uint32_t option_count = 0;
 
@@ -442,7 +445,7 @@ TEST_CASE("class units read back where the writer publishes them, and must lie i
       "class units [45048, 45472) lies outside");
   expect_malformed(
       dir, [](F& f) { f.header()->class_units_offset = F::kExitedOff + 1024; },
-      "exited totals [2048, 8832) and class units [3072, 3496) overlap");
+      "exited totals [3072, 9856) and class units [4096, 4520) overlap");
 }
 
 // take() loads only the rows of the free matrix that can hold a count (read_free_matrix): the
@@ -597,12 +600,12 @@ TEST_CASE("malformed segments give a clear error and no crash") {
         dir, [](F& f) { f.header()->exited_offset = F::kSize - 64; }, "exited totals [44992, ");
     expect_malformed(
         dir, [](F& f) { f.header()->exited_offset += 4; },
-        "exited totals offset 2052 is not a multiple of 8");
+        "exited totals offset 3076 is not a multiple of 8");
     expect_malformed(
         dir, [](F& f) { f.header()->slots_offset = ~std::uint64_t(0) - 7; }, "overflows 64 bits");
     expect_malformed(
         dir, [](F& f) { f.header()->slots_offset = F::kExitedOff + 128; },
-        "exited totals [2048, 8832) and slots [2176, ");
+        "exited totals [3072, 9856) and slots [3200, ");
   }
   SUBCASE("options out of bounds or of the wrong size") {
     expect_malformed(
