@@ -1319,7 +1319,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //
 // One detail::server serves one telemetry segment: this process's own (memlive::start) or
 // another process's (`memlive serve`). Endpoints (every response carries Connection: close and
-// Cache-Control: no-store):
+// Cache-Control: no-store; the four that read a query take only their fields, each once, else
+// 400 naming the field: query_fields_ok):
 //   GET  /healthz        {"ok":true,"pid":N,"alive":bool,"uptime_ms":N,"version":"0.1.0"}
 //   GET  /api/snapshot   one memlive.snapshot/1 object (application/json)
 //   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType); ?by=class: one series
@@ -1961,6 +1962,61 @@ inline bool server::take_or_503(rd::snapshot* s, response* r, bool* writable) {
   return false;
 }
 
+// The query fields a path takes (query_var's names), or nullptr for a path whose query is not
+// read (the page's files, /healthz, /api/options, /api/baseline).
+inline const std::initializer_list<const char*>* query_fields_of(const std::string& path) {
+  static const std::initializer_list<const char*> stream = {"interval_ms"},
+                                                  history = {"seconds"},
+                                                  snapshot = {"since", "if_none"},
+                                                  metrics = {"by"};
+  if (path == "/api/stream") return &stream;
+  if (path == "/api/history") return &history;
+  if (path == "/api/snapshot") return &snapshot;
+  if (path == "/metrics") return &metrics;
+  return nullptr;
+}
+
+// Whether every field of `query` is one of `names`, given once (names match as in query_var: in
+// any case, undecoded; empty fields, as in `a=1&&b=2` or a trailing `&`, are no fields). Else the
+// 400's message and field: a misspelt field (`?second=5`) silently gave the default, and a
+// repeated one (`?by=thread&by=class`) its first value.
+inline bool query_fields_ok(const char* query, const std::initializer_list<const char*>& names,
+                            std::string* message, std::string* field) {
+  if (!query) return true;
+  std::vector<bool> seen(names.size());
+  for (const char* p = query;;) {
+    const std::size_t len = std::strcspn(p, "&");
+    const std::size_t name_len = std::min(len, std::strcspn(p, "="));
+    if (len > 0) {
+      std::size_t i = 0;
+      for (const char* n : names) {
+        if (std::strlen(n) == name_len && strncasecmp(p, n, name_len) == 0) break;
+        ++i;
+      }
+      if (i == names.size() || seen[i]) {
+        const std::size_t kShown = 64;  // of a field name as sent
+        field->assign(p, std::min(name_len, kShown));
+        if (name_len > kShown) *field += "...";
+        if (i < names.size()) {
+          *field = names.begin()[i];
+          *message = *field + " is given more than once; give it once";
+          return false;
+        }
+        *message = "unknown query field '" + *field + "'; this path takes ";
+        const char* sep = "";
+        for (const char* n : names) {
+          *message += sep + std::string(n);
+          sep = names.size() > 1 ? " and " : "";
+        }
+        return false;
+      }
+      seen[i] = true;
+    }
+    if (p[len] == '\0') return true;
+    p += len + 1;
+  }
+}
+
 inline server::response server::options_response() {
   response r;
   rd::snapshot s;
@@ -2069,6 +2125,7 @@ inline int server::handle(mg_connection* conn) {
     }
     turn.s = this;
   }
+  std::string query_error, query_field;
   if (!known) {
     r.code = 404;
     r.body = json_error("no such endpoint: " + path, nullptr);
@@ -2077,6 +2134,10 @@ inline int server::handle(mg_connection* conn) {
     r.body = json_error(
         "method " + method + " not allowed on " + path + " (allowed: " + allow + ")", nullptr);
     r.headers = std::string("Allow: ") + allow + "\r\n";
+  } else if (const auto* fields = query_fields_of(path);
+             fields && !query_fields_ok(ri->query_string, *fields, &query_error, &query_field)) {
+    r.code = 400;
+    r.body = json_error(query_error, &query_field);
   } else if (path == "/api/stream") {
     stream(conn, ri->query_string, head);
     return 200;

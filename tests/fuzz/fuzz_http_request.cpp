@@ -13,8 +13,9 @@
 //   3  Origin: POST /api/baseline {} with Origin: [http://]<rest>[:PORT] (byte 1 bits 1, 0).
 //
 // Properties: every answer starts with "HTTP/" (a status line, in the structured modes); the
-// structured modes get the status the README specifies: the query values found as civetweb's
-// mg_get_var finds them (the first field of that name, in any case), a name without '=' being
+// structured modes get the status the README specifies: a field the path does not take, or one
+// given twice, 400; the query values found as civetweb's
+// mg_get_var finds them (the field of that name, in any case), a name without '=' being
 // empty, decoded by mg_url_decode with a large buffer, and checked against their documented
 // ranges (interval_ms 50..60000, else 400 (empty too), absent: the server's 250; seconds 1..150,
 // else 400;
@@ -166,9 +167,34 @@ int query_var(const std::string& query, const char* name, std::string* value,
   }
 }
 
+// Whether every non-empty field of `query` is named (the part before '=', undecoded, in any case)
+// by one of `names`, each at most once: else the path answers 400.
+bool fields_ok(const std::string& query, std::initializer_list<const char*> names) {
+  std::vector<int> seen(names.size());
+  for (std::size_t at = 0; at <= query.size();) {
+    const std::size_t end = std::min(query.find('&', at), query.size());
+    const std::string field = query.substr(at, end - at);
+    if (!field.empty()) {
+      std::size_t i = 0;
+      while (i < names.size() && !iequals(field.substr(0, field.find('=')), names.begin()[i])) ++i;
+      if (i == names.size() || seen[i]++) return false;
+    }
+    at = end + 1;
+  }
+  return true;
+}
+
 void check_query(int which, const std::string& query, const std::string& r, int code) {
   std::string v;
   std::int64_t n = 0;
+  static const char* const kPaths[] = {"stream", "history", "snapshot"};
+  if (!(which == 0   ? fields_ok(query, {"interval_ms"})
+        : which == 1 ? fields_ok(query, {"seconds"})
+                     : fields_ok(query, {"since", "if_none"}))) {
+    FUZZ_CHECK(code == 400, "GET /api/%s?%s: %d, the README says 400 (an unknown or repeated "
+               "field)", kPaths[which], query.c_str(), code);
+    return;
+  }
   if (which == 0) {  // /api/stream
     int want = 200;
     long long interval = kInterval;
@@ -215,6 +241,8 @@ void check_query(int which, const std::string& query, const std::string& r, int 
     int want = 200;
     std::size_t decoded = 0;
     if (query_var(query, "since", &v, &decoded)) want = v == "baseline" ? 409 : 400;
+    std::string if_none;  // with since=baseline: plain, else 400 (an empty value too)
+    if (want == 409 && query_var(query, "if_none", &if_none) && if_none != "plain") want = 400;
     // "baseline" followed by NULs to 32+ bytes does not fit the server's buffer: refused too.
     const bool long_valid = want == 409 && decoded >= 32;
     FUZZ_CHECK(code == want || (want == 409 && code == 200) || (long_valid && code == 400),

@@ -534,7 +534,7 @@ def check_query_no_value(port):
     their defaults, while their `name=` forms were refused."""
     for path, field in (("/metrics", "by"), ("/api/snapshot", "since"),
                         ("/api/history", "seconds"), ("/api/stream", "interval_ms")):
-        for query in (field, field + "=", "x=1&" + field, field + "&x=1", field.upper()):
+        for query in (field, field + "=", "&" + field, field + "&&", field.upper()):
             # What comes within 3 s: a stream served by mistake never ends.
             s = socket.create_connection(("127.0.0.1", port), timeout=3)
             out, deadline = b"", time.time() + 3
@@ -565,9 +565,26 @@ def check_query_no_value(port):
     st, _, j = get_json(port, "/metrics?by=nope")
     check(st == 400 and j and j.get("error", "").startswith("by must be 'thread' or 'class'"),
           "/metrics?by=nope: 400, 'by must be ...' (%d %s)" % (st, j))
-    for path in ("/metrics?byx", "/metrics?x=by", "/metrics?by=thread&by", "/api/snapshot?x"):
+    # A field the path does not take, or one given twice, is 400 naming it (were 200: no such
+    # field, or its first value used); empty fields are none, and /healthz reads no query.
+    for path, field, says in (
+            ("/metrics?byx", "byx", "unknown query field 'byx'; this path takes by"),
+            ("/metrics?x=by", "x", "unknown query field 'x'; this path takes by"),
+            ("/metrics?by=thread&by", "by", "by is given more than once"),
+            ("/metrics?by=thread&BY=class", "by", "by is given more than once"),
+            ("/api/snapshot?x", "x", "unknown query field 'x'; this path takes since and if_none"),
+            ("/api/snapshot?since=baseline&if_none=plain&if_none=plain", "if_none",
+             "if_none is given more than once"),
+            ("/api/history?second=5", "second", "unknown query field 'second'"),
+            ("/api/stream?interval_ms=100&x" + "y" * 100, "x" + "y" * 63 + "...",
+             "unknown query field 'x" + "y" * 63 + "...'")):
+        st, _, j = get_json(port, path)
+        check(st == 400 and j and j.get("field") == field and says in j.get("error", ""),
+              "GET %s: 400, field %r, %r (%d %s)" % (path, field, says, st, j))
+    for path in ("/metrics?by=class&", "/metrics?&&by=class", "/api/history?seconds=1&",
+                 "/healthz?x=1&x=2"):
         st, _, _ = request(port, "GET", path)
-        check(st == 200, "GET %s: 200, no such field or its first value used (%d)" % (path, st))
+        check(st == 200, "GET %s: 200 (%d)" % (path, st))
 
 
 def check_stream_head(port):
