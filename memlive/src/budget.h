@@ -645,10 +645,27 @@ inline line_kind read_line(const std::string& text, const needs& n, bool unfinis
   return from_json(j, n, s, error) ? line_kind::sample : line_kind::refused;
 }
 
-// Whether `s` can follow `prev` in one recording: the same pid, and the same image or a later
-// one (record follows a process through exec). Anything else is another process.
+// The process fields that only grow while an image runs: counts of calls and of threads, the
+// slots' high-water mark.
+constexpr unsigned kGrowing[] = {4, 5, 6, 7, 8, 9};
+static_assert(std::string_view(kProcessFields[4]) == "mmap_calls" &&
+              std::string_view(kProcessFields[9]) == "overflow_threads");
+
+// The first of those that is lower in `s` than in `prev`, the sample before of the same image,
+// or -1. A recording put after itself (`cat run.jsonl run.jsonl`), or after a later part of the
+// same run, goes back in them; a clock set back between two samples does not (taken_ns may).
+inline int fallen(const sample& s, const sample& prev) {
+  for (unsigned i : kGrowing)
+    if (s.process[i] < prev.process[i]) return static_cast<int>(i);
+  return -1;
+}
+
+// Whether `s` can follow `prev` in one recording: the same pid, and a later image (record follows
+// a process through exec) or the same one with nothing fallen. Anything else is another process,
+// or the same run twice.
 inline bool continues(const sample& s, const sample& prev) {
-  return s.pid == prev.pid && s.start_ns >= prev.start_ns;
+  return s.pid == prev.pid &&
+         (s.start_ns > prev.start_ns || (s.start_ns == prev.start_ns && fallen(s, prev) < 0));
 }
 
 }  // namespace budgets

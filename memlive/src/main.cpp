@@ -979,6 +979,13 @@ std::string another_process(const budgets::sample& s, const budgets::sample& pre
     return "pid " + std::to_string(x.pid) + " (" + printable(x.program) + ", start_ns " +
            std::to_string(x.start_ns) + ")";
   };
+  const int down = s.pid == prev.pid && s.start_ns == prev.start_ns ? budgets::fallen(s, prev) : -1;
+  if (down >= 0)
+    return std::string("the same process as line ") + std::to_string(prev_line) + ", " + who(s) +
+           ", with fewer " + budgets::kProcessFields[down] + " (" +
+           std::to_string(s.process[down]) + " after " + std::to_string(prev.process[down]) +
+           "), which only grow: a recording put after itself, or after a later part of the same "
+           "run? check each";
   std::string what = "another process: " + who(s) + " after " + who(prev) + " on line " +
                      std::to_string(prev_line);
   if (s.pid == prev.pid)
@@ -1035,6 +1042,7 @@ int cmd_check(const args& a) {
     prev.pid = s.pid;
     prev.start_ns = s.start_ns;
     prev.program = s.program;
+    std::copy(std::begin(s.process), std::end(s.process), prev.process);
     prev_line = n;
     last_ns = s.taken_ns;
     budgets::observe(bs, s, samples, t0_ns);

@@ -1540,6 +1540,30 @@ def check_last_growth(ml, wl, pid, tmp):
           "check of one exec recording twice: the same pid, an earlier image: exit 6 (%d: %s)" %
           (r.returncode, r.stderr.strip()))
 
+    # One recording put after itself: the same image, but counts that only grow fall back
+    # (were judged as one longer run). A clock set back between two samples, counts level, is
+    # no such thing: the same sample again, taken "earlier", passes.
+    growing = ("mmap_calls", "munmap_calls", "madvise_calls", "purges", "slots_used",
+               "overflow_threads")
+    fell = [f for f in growing if samples[0]["process"][f] < samples[-1]["process"][f]]
+    check(fell, "the recording's workload made mmap calls (%s)" % samples[-1]["process"])
+    if fell:
+        r = run([ml, "check", "-", "live_bytes<=16GiB"], input="\n".join(lines + lines) + "\n")
+        check(one_line_error(r, 6, "stdin: line %d: the same process as line %d, pid %d "
+                                   "(memlive_workload, start_ns %d), with fewer %s (%d after %d), "
+                                   "which only grow: a recording put after itself, or after a "
+                                   "later part of the same run? check each" %
+                             (n + 1, n, pid, samples[0]["start_ns"], fell[0],
+                              samples[0]["process"][fell[0]], samples[-1]["process"][fell[0]])),
+              "check of one recording twice: exit 6, the line, the count that fell (%d: %s)" %
+              (r.returncode, r.stderr.strip()))
+    back = dict(samples[0], taken_ns=samples[0]["taken_ns"] - 10**9)
+    r = run([ml, "check", "-", "live_bytes<=16GiB"],
+            input=lines[0] + "\n" + json.dumps(back) + "\n")
+    check(r.returncode == 0 and "PASS live_bytes<=16GiB" in r.stdout,
+          "check: a sample taken 'earlier' with no count fallen is the same run (%d: %s %s)" %
+          (r.returncode, r.stdout.strip(), r.stderr.strip()))
+
     # record --budget: last() and growth() are judged at the end only (no 'exceeded at sample'
     # line), and exceeded give exit 9.
     out = os.path.join(tmp, "budget-last.jsonl")
