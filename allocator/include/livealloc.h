@@ -2554,9 +2554,17 @@ inline int table_enable() noexcept {
   if (sweep) {  // outside the lock: a pass over /dev/shm
     const int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
-      sweep_stale_segments(dir, static_cast<int>(option(opt_stale_segments)), g_table.name_dev,
-                           g_table.name_ino);
+      const long long keep = option(opt_stale_segments);
+      const int removed = sweep_stale_segments(dir, static_cast<int>(keep), g_table.name_dev,
+                                               g_table.name_ino);
       close(dir);
+      if (removed > 0 && option(opt_verbose)) {  // where a crashed process's segment went
+        message m;
+        m << "livealloc: removed " << static_cast<long long>(removed) << " stale segment"
+          << (removed == 1 ? "" : "s") << " of processes that are gone from /dev/shm (the newest "
+          << keep << " kept: LIVEALLOC_STALE_SEGMENTS)";
+        m.print();
+      }
     }
   }
   if (register_atexit) {  // may allocate: outside the lock

@@ -73,10 +73,13 @@ running+=("$r")
 expect "${stale[@]}" "livealloc.$r"
 
 # Keep 2: the two killed last stay, with the running process's segment; the process's own
-# segment goes at its exit.
-LIVEALLOC_STALE_SEGMENTS=2 LIVEALLOC_PROFILE=1 LD_PRELOAD="$lib" /bin/true ||
-  fail "a profiled /bin/true failed"
+# segment goes at its exit. LIVEALLOC_VERBOSE says how many went.
+said=$(LIVEALLOC_VERBOSE=1 LIVEALLOC_STALE_SEGMENTS=2 LIVEALLOC_PROFILE=1 LD_PRELOAD="$lib" \
+  /bin/true 2>&1) || fail "a profiled /bin/true failed"
 expect "${stale[3]}" "${stale[4]}" "livealloc.$r"
+want="livealloc: removed 3 stale segments of processes that are gone from /dev/shm"
+want+=" (the newest 2 kept: LIVEALLOC_STALE_SEGMENTS)"
+[[ "$said" == *"$want"* ]] || fail "LIVEALLOC_VERBOSE=1 did not say '$want': $said"
 
 # Ten more killed ones, each published with room for all: twelve stale. The default keeps eight.
 for i in $(seq 10); do
