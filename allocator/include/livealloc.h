@@ -2340,7 +2340,7 @@ inline bool stale_segment_at(int dir, const char* name, stale_segment* s) noexce
   if (len <= prefix || len >= sizeof s->name || memcmp(name, kPrefix, prefix) != 0) return false;
   for (const char* c = name + prefix; *c; ++c)
     if (*c < '0' || *c > '9') return false;
-  struct stat st;
+  struct stat st;  // looked at before the open, which a FIFO or device must not see; again after
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
       st.st_uid != geteuid())
     return false;

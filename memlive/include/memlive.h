@@ -1993,20 +1993,20 @@ inline bool query_fields_ok(const char* query, const std::initializer_list<const
         if (std::strlen(n) == name_len && strncasecmp(p, n, name_len) == 0) break;
         ++i;
       }
-      if (i == names.size() || seen[i]) {
+      if (i < names.size() && seen[i]) {
+        *field = names.begin()[i];
+        *message = *field + " is given more than once; give it once";
+        return false;
+      }
+      if (i == names.size()) {
         const std::size_t kShown = 64;  // of a field name as sent
         field->assign(p, std::min(name_len, kShown));
         if (name_len > kShown) *field += "...";
-        if (i < names.size()) {
-          *field = names.begin()[i];
-          *message = *field + " is given more than once; give it once";
-          return false;
-        }
         *message = "unknown query field '" + *field + "'; this path takes ";
         const char* sep = "";
         for (const char* n : names) {
           *message += sep + std::string(n);
-          sep = names.size() > 1 ? " and " : "";
+          sep = " and ";
         }
         return false;
       }
