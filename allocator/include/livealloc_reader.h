@@ -86,6 +86,10 @@ struct snapshot {
   std::string program;
   std::uint64_t start_ns = 0;  // CLOCK_REALTIME when the process started
   std::uint64_t taken_ns = 0;  // CLOCK_REALTIME when this snapshot was taken
+  // The process's own start, in clock ticks after boot (/proc/<pid>/stat, field 22), read with
+  // process_alive: an exec keeps it (start_ns is the image's), a process given a reused pid does
+  // not. 0 when the process is gone or /proc cannot be read.
+  std::uint64_t process_start_ticks = 0;
   // The process that made the segment still runs this image of it: segment_owner_alive, and
   // the file is still its own (its lock held, or it maps the file): false once the process
   // exec'd a program without livealloc, whose pid lives on but writes nothing here.
@@ -222,7 +226,7 @@ class segment {
   bool current(detail::layout* l, std::string* error) const;
   bool writer_attached() const;
   // process_alive() for the header's start time `start_ns` (take() has it loaded already).
-  bool alive_since(std::uint64_t start_ns) const;
+  bool alive_since(std::uint64_t start_ns, std::uint64_t* start_ticks = nullptr) const;
 
   int fd_;
   unsigned char* base_;
@@ -269,7 +273,9 @@ bool remove_stale_segment(int pid, const std::string& dir = "/dev/shm");
 // reused: a file left by a killed process can name the pid of a newer one. A process starts
 // before its segment, so the test errs on the side of alive: a process started less than a minute
 // after the segment (or whose start time cannot be read) counts as the segment's.
-bool segment_owner_alive(int pid, std::uint64_t start_ns);
+// `start_ticks`, when given, gets the process's start time in clock ticks after boot from the
+// same read of its stat line, or 0 when the answer is false or it cannot be read.
+bool segment_owner_alive(int pid, std::uint64_t start_ns, std::uint64_t* start_ticks = nullptr);
 
 // ------------------------------------------------------------------------------------------------
 // Implementation.
@@ -719,14 +725,17 @@ inline std::uint64_t start_ns_of(std::uint64_t start_ticks) {
 }
 }  // namespace detail
 
-inline bool segment_owner_alive(int pid, std::uint64_t start_ns) {
+inline bool segment_owner_alive(int pid, std::uint64_t start_ns, std::uint64_t* start_ticks) {
+  if (start_ticks) *start_ticks = 0;
   if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
   detail::proc_info i;
   if (!detail::proc_stat(pid, &i)) return true;  // kill() decides alone
   if (!detail::proc_running(i)) return false;
   constexpr std::uint64_t kSlackNs = 60ull * 1000000000ull;  // clock steps, btime rounding
   const std::uint64_t started = detail::start_ns_of(i.start_ticks);
-  return start_ns == 0 || started == 0 || started <= start_ns + kSlackNs;
+  if (start_ns != 0 && started != 0 && started > start_ns + kSlackNs) return false;
+  if (start_ticks) *start_ticks = i.start_ticks;
+  return true;
 }
 
 inline std::uint64_t thread_view::live(unsigned cls) const {
@@ -1013,7 +1022,8 @@ inline void segment::take(snapshot* into) const {
   s.pid = l.pid;
   s.program = detail::load_string(p, offsetof(H, program), telemetry::kProgramSize);
   s.start_ns = load<std::uint64_t>(p, offsetof(H, start_ns));
-  s.process_alive = alive_since(s.start_ns);
+  s.process_alive = alive_since(s.start_ns, &s.process_start_ticks);
+  if (!s.process_alive) s.process_start_ticks = 0;
   s.segment_bytes = load<std::uint64_t>(p, offsetof(H, segment_bytes));
   s.large_bytes = load<std::uint64_t>(p, offsetof(H, large_bytes));
   s.cached_bytes = load<std::uint64_t>(p, offsetof(H, cached_bytes));
@@ -1152,8 +1162,8 @@ inline bool segment::process_alive() const {
   return alive_since(start_ns);
 }
 
-inline bool segment::alive_since(std::uint64_t start_ns) const {
-  return segment_owner_alive(pid_, start_ns) && writer_attached();
+inline bool segment::alive_since(std::uint64_t start_ns, std::uint64_t* start_ticks) const {
+  return segment_owner_alive(pid_, start_ns, start_ticks) && writer_attached();
 }
 
 inline std::uint32_t segment::threads_alive() const {

@@ -44,7 +44,11 @@
 // JSON schema "memlive.snapshot/1" (one object; numbers are unsigned 64-bit integers unless noted):
 //   schema        "memlive.snapshot/1"
 //   pid, program, alive (bool: the process was running when the snapshot was taken)
-//   start_ns, taken_ns             CLOCK_REALTIME nanoseconds
+//   start_ns, taken_ns             CLOCK_REALTIME nanoseconds (start_ns: the image's, anew
+//                                  after an exec)
+//   process_start_ticks            the process's start in clock ticks after boot (field 22 of
+//                                  /proc/<pid>/stat): the same across exec, another for a
+//                                  process given the same pid; 0 when not alive or unknown
 //   layout_version                 the telemetry segment version read (1)
 //   counters      ["allocs", ...]  the 16 counter names in the order of telemetry::counter
 //   gauges        [9, 10, 11, 14]  indices into `counters` of the gauges (the rest are cumulative)
@@ -852,6 +856,7 @@ inline void append_json(std::string& out, const rd::snapshot& s) {
   detail::json_string(w, s.program);
   detail::json_bool(w, "alive", s.process_alive);
   detail::json_field(w, "start_ns", s.start_ns);
+  detail::json_field(w, "process_start_ticks", s.process_start_ticks);
   detail::json_field(w, "taken_ns", s.taken_ns);
   detail::json_field(w, "layout_version", tl::kVersion);
   w.raw(",\"counters\":[");

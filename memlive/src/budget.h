@@ -44,6 +44,9 @@ static_assert(std::string_view(kProcessFields[kResident]) == "resident_bytes" &&
 struct sample {
   int pid = 0;
   std::uint64_t start_ns = 0;  // the image's start: an exec keeps the pid and starts anew
+  // The process's start (clock ticks after boot), which an exec keeps; 0: unknown (a process
+  // gone, or a recording from before memlive wrote it).
+  std::uint64_t start_ticks = 0;
   std::string program;
   std::uint64_t taken_ns = 0;
   bool alive = true;  // the process was running: threads and resident_bytes mean something
@@ -508,6 +511,8 @@ inline bool from_json(const nlohmann::json& j, const needs& n, sample* s, std::s
   if (!whole(j, "pid", &pid) || pid == 0 || pid > 0x7fffffff) return bad("no pid");
   s->pid = static_cast<int>(pid);
   if (!whole(j, "start_ns", &s->start_ns)) return bad("no start_ns");
+  if (j.contains("process_start_ticks") && !whole(j, "process_start_ticks", &s->start_ticks))
+    return bad("process_start_ticks is not a whole number");
   auto program = j.find("program");
   if (program != j.end() && program->is_string()) s->program = program->get<std::string>();
   if (!whole(j, "taken_ns", &s->taken_ns)) return bad("no taken_ns");
@@ -618,7 +623,8 @@ inline line_kind read_line(const std::string& text, const needs& n, bool unfinis
     const std::string& key = parsed.get_ref<const std::string&>();
     if (depth == 1)
       return key == "schema" || key == "pid" || key == "program" || key == "alive" ||
-             key == "start_ns" || key == "taken_ns" || key == "layout_version" ||
+             key == "start_ns" || key == "process_start_ticks" || key == "taken_ns" ||
+             key == "layout_version" ||
              key == "process" || (key == "threads" && (n.threads || n.classes)) ||
              (n.classes && (key == "counters" || key == "class_sizes" || key == "exited"));
     if (depth == 3)  // a thread's
@@ -660,11 +666,18 @@ inline int fallen(const sample& s, const sample& prev) {
   return -1;
 }
 
-// Whether `s` can follow `prev` in one recording: the same pid, and a later image (record follows
-// a process through exec) or the same one with nothing fallen. Anything else is another process,
-// or the same run twice.
+// Whether the process start times of `s` and of the run so far (`prev.start_ticks`: the last one
+// known, as a process gone has none) say two processes: both known, and not equal.
+inline bool restarted(const sample& s, const sample& prev) {
+  return s.start_ticks != 0 && prev.start_ticks != 0 && s.start_ticks != prev.start_ticks;
+}
+
+// Whether `s` can follow `prev` in one recording: the same pid, the same process start when both
+// are known, and a later image (record follows a process through exec) or the same one with
+// nothing fallen. Anything else is another process (a pid reused, as a container's pid 1 is
+// each run), or the same run twice.
 inline bool continues(const sample& s, const sample& prev) {
-  return s.pid == prev.pid &&
+  return s.pid == prev.pid && !restarted(s, prev) &&
          (s.start_ns > prev.start_ns || (s.start_ns == prev.start_ns && fallen(s, prev) < 0));
 }
 

@@ -229,8 +229,9 @@ constexpr const char* kCheckHelp =
     "last one of a record that saw it exit) gives them no value; last() and growth() then take\n"
     "the last sample that has one, and the line says so.\n"
     "A recording is of one process: record follows a pid across exec (a later start_ns, the\n"
-    "counters from zero), and a line of another pid, or of an earlier start_ns than the line\n"
-    "before, is refused (exit 6; two recordings put together).\n"
+    "same process_start_ticks, the counters from zero), and a line of another pid, of another\n"
+    "process_start_ticks (a pid reused), or of an earlier start_ns than the line before, is\n"
+    "refused (exit 6; two recordings put together).\n"
     "\n"
     "options:\n"
     "  -h, --help     this text\n"
@@ -971,8 +972,9 @@ constexpr std::size_t kMaxLine = std::size_t(256) << 20;
 // a later start_ns, the counters from zero) until it exits. A line of another pid, or of an
 // image that started before the line above's, is of another process (recordings put end to
 // end), whose values compared with the first's would mean nothing. A later start_ns under the
-// same pid reads as an exec: a sample does not hold the process's own start time, which would
-// tell it from a new process that was given the same pid.
+// same pid is an exec when the process's own start (process_start_ticks) is the same, or when
+// either is unknown (a process gone has none, so `prev` carries the last one known); a new
+// process given the same pid has another.
 std::string another_process(const budgets::sample& s, const budgets::sample& prev,
                             std::uint64_t prev_line) {
   const auto who = [](const budgets::sample& x) {
@@ -988,7 +990,11 @@ std::string another_process(const budgets::sample& s, const budgets::sample& pre
            "run? check each";
   std::string what = "another process: " + who(s) + " after " + who(prev) + " on line " +
                      std::to_string(prev_line);
-  if (s.pid == prev.pid)
+  if (s.pid == prev.pid && budgets::restarted(s, prev))
+    what += ", which started at another time (process_start_ticks " +
+            std::to_string(s.start_ticks) + ", not " + std::to_string(prev.start_ticks) +
+            "): a new process given the same pid, as a container's first process is";
+  else if (s.pid == prev.pid)
     what += ", an image that started before that line's (record follows a process through "
             "exec, to images that start later only)";
   return what + "; a recording is of one process (two recordings put together? check each)";
@@ -1041,6 +1047,7 @@ int cmd_check(const args& a) {
     }
     prev.pid = s.pid;
     prev.start_ns = s.start_ns;
+    if (s.start_ticks != 0) prev.start_ticks = s.start_ticks;  // one process: it never changes
     prev.program = s.program;
     std::copy(std::begin(s.process), std::end(s.process), prev.process);
     prev_line = n;

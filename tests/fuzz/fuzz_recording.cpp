@@ -12,18 +12,21 @@
 //  - each line's verdict equals a reference made from nlohmann's full parse of the line (no
 //    callback, no limit): a sample exactly when the line is JSON nested at most 8 deep and holds
 //    a memlive.snapshot/1 object of layout version 1 with what the budgets read (pid 1 to
-//    2^31 - 1, start_ns, taken_ns, alive, the 13 process fields as whole numbers; for threads
+//    2^31 - 1, start_ns, taken_ns, alive, the 13 process fields as whole numbers, and
+//    process_start_ticks a whole number if present; for threads
 //    a threads array of objects with a state; for classes the 16 counter names, 53 class sizes,
 //    exited rows and every thread's rows of [class < 53, 16 counters]); a line that is not JSON
 //    is left out (cut) only when it is the unfinished last line and starts with {"schema":;
 //    past the value limit a line may be refused for it (the parse stops early), never taken
 //    when the reference refuses it; a number past a double's range (1e400), which nlohmann
 //    cannot hold, is refused as such exactly when it is the error nlohmann's parse stops at;
-//  - a refused line has a message; a sample's values are the JSON's: pid, start_ns, taken_ns,
+//  - a refused line has a message; a sample's values are the JSON's: pid, start_ns,
+//    process_start_ticks (0 if absent), taken_ns,
 //    alive, program (a string, else empty), the process fields, the threads alive that are not
 //    "memlive": true (counted only while the process is alive), the class sizes, and per class
 //    and counter the sum of exited and every thread's rows (at most 2^64 - 1);
-//  - continues() refuses exactly another pid, an earlier start_ns than the line before, or the
+//  - continues() refuses exactly another pid, a process_start_ticks other than the last non-zero
+//    one before (both non-zero: a pid reused), an earlier start_ns than the line before, or the
 //    same start_ns with fewer mmap_calls, munmap_calls, madvise_calls, purges, slots_used or
 //    overflow_threads (counts that only grow while an image runs: the same run twice);
 //  - each budget's value in a sample is the README's: a process field, threads, a class total,
@@ -80,7 +83,7 @@ struct counting_sax {
 
 struct ref_sample {
   int pid = 0;
-  std::uint64_t start_ns = 0, taken_ns = 0;
+  std::uint64_t start_ns = 0, start_ticks = 0, taken_ns = 0;
   bool alive = false;
   std::string program;
   std::uint64_t process[memlive::kProcessFieldCount] = {};
@@ -119,6 +122,9 @@ bool ref_sample_of(const nlohmann::json& j, const budgets::needs& n, ref_sample*
   if (!unsigned_at(j, "pid", &pid) || pid < 1 || pid > 0x7fffffff) return false;
   s->pid = static_cast<int>(pid);
   if (!unsigned_at(j, "start_ns", &s->start_ns) || !unsigned_at(j, "taken_ns", &s->taken_ns))
+    return false;
+  if (j.contains("process_start_ticks") &&
+      !unsigned_at(j, "process_start_ticks", &s->start_ticks))
     return false;
   if (!j.contains("alive") || !j["alive"].is_boolean()) return false;
   s->alive = j["alive"].get<bool>();
@@ -254,7 +260,8 @@ void check_budget(const budgets::budget& b, const std::vector<std::uint64_t>& va
 }
 
 void check_sample(const budgets::sample& s, const ref_sample& r, const std::string& line) {
-  bool same = s.pid == r.pid && s.start_ns == r.start_ns && s.taken_ns == r.taken_ns &&
+  bool same = s.pid == r.pid && s.start_ns == r.start_ns && s.start_ticks == r.start_ticks &&
+              s.taken_ns == r.taken_ns &&
               s.alive == r.alive && s.program == r.program && s.threads == r.threads &&
               s.class_sizes == r.sizes;
   for (unsigned i = 0; i < memlive::kProcessFieldCount; ++i)
@@ -279,7 +286,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::vector<std::vector<std::uint64_t>> values(bs.size());
   budgets::sample prev;
-  std::uint64_t samples = 0, t0_ns = 0;
+  std::uint64_t samples = 0, t0_ns = 0, known_ticks = 0;
   for (std::size_t at = 0; at < file.size();) {
     const std::size_t nl = file.find('\n', at);
     const bool unfinished = nl == std::string::npos;
@@ -331,7 +338,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (unsigned i = 0; i < budgets::kProcessCount; ++i)
           if (f == std::string(budgets::kProcessFields[i]) && s.process[i] < prev.process[i])
             fell = true;
-      const bool another = s.pid != prev.pid || s.start_ns < prev.start_ns ||
+      const bool reused = r.start_ticks != 0 && known_ticks != 0 && r.start_ticks != known_ticks;
+      const bool another = s.pid != prev.pid || reused || s.start_ns < prev.start_ns ||
                            (s.start_ns == prev.start_ns && fell);
       FUZZ_CHECK(budgets::continues(s, prev) == !another, "continues: pid %d/%d start %llu/%llu",
                  s.pid, prev.pid, static_cast<unsigned long long>(s.start_ns),
@@ -339,7 +347,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (another) break;
     }
     if (++samples == 1) t0_ns = s.taken_ns;
+    if (r.start_ticks != 0) known_ticks = r.start_ticks;
     prev = s;
+    prev.start_ticks = known_ticks;  // as cmd_check keeps it: the last one known
     budgets::observe(bs, s, samples, t0_ns);
     for (std::size_t i = 0; i < bs.size(); ++i) {
       std::uint64_t v = 0, w = 0;

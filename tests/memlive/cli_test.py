@@ -1476,6 +1476,10 @@ def check_last_growth(ml, wl, pid, tmp):
     check((allocs0, live0, allocs1, live1) == (1000, 1000, 10, 0),
           "the exec recording: class %d from 1,000 blocks allocated and live to the new image's "
           "10, all freed at its exit (%s)" % (c16, (allocs0, live0, allocs1, live1)))
+    starts = {x["process_start_ticks"] for x in xs if x["alive"]}
+    check(len(starts) == 1 and 0 not in starts and xs[-1]["process_start_ticks"] == 0,
+          "the exec recording: one process start in both images' samples, 0 once gone (%s)" %
+          [x["process_start_ticks"] for x in xs])
     alive = [i + 1 for i, x in enumerate(xs) if x["alive"]]
     k = alive[-1]
     res = xs[k - 1]["process"]["resident_bytes"]
@@ -1578,6 +1582,40 @@ def check_last_growth(ml, wl, pid, tmp):
     check(r.returncode == 0 and "PASS live_bytes<=16GiB" in r.stdout,
           "check: a sample taken 'earlier' with no count fallen is the same run (%d: %s %s)" %
           (r.returncode, r.stdout.strip(), r.stderr.strip()))
+
+    # The process's own start (process_start_ticks, field 22 of its stat line) tells a pid
+    # reused from an exec: a later image with another one is another process, refused, also
+    # when a sample of the process gone (no start: 0) lies between; with the same one it is
+    # the exec it looks like.
+    ticks = int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[19])
+    check(all(x["process_start_ticks"] == ticks for x in samples),
+          "record: every sample holds the process's start, %d ticks after boot (%s)" %
+          (ticks, sorted({x.get("process_start_ticks") for x in samples})))
+    later = dict(samples[0], start_ns=samples[0]["start_ns"] + 1)
+    reused = dict(later, process_start_ticks=ticks + 7)
+    gone_one = dict(samples[0], alive=False, process_start_ticks=0)
+    for between, at in (([], 2), ([gone_one], 3)):
+        r = run([ml, "check", "-", "live_bytes<=16GiB"],
+                input="\n".join(json.dumps(x) for x in [samples[0]] + between + [reused]) + "\n")
+        check(one_line_error(r, 6, "stdin: line %d: another process: pid %d (memlive_workload, "
+                                   "start_ns %d) after pid %d (memlive_workload, start_ns %d) on "
+                                   "line %d, which started at another time (process_start_ticks "
+                                   "%d, not %d): a new process given the same pid" %
+                             (at, pid, later["start_ns"], pid, samples[0]["start_ns"], at - 1,
+                              ticks + 7, ticks)),
+              "check: the same pid, a later image, another process start (after %d samples of "
+              "the process gone): exit 6, a pid reused (%d: %s)" %
+              (len(between), r.returncode, r.stderr.strip()))
+        r = run([ml, "check", "-", "live_bytes<=16GiB"],
+                input="\n".join(json.dumps(x) for x in [samples[0]] + between + [later]) + "\n")
+        check(r.returncode == 0, "check: the same pid, a later image, the same process start "
+              "(after %d samples of the process gone): an exec, passes (%d: %s)" %
+              (len(between), r.returncode, r.stderr.strip()))
+    bad_ticks = dict(samples[0], process_start_ticks=-1)
+    r = run([ml, "check", "-", "live_bytes<=16GiB"], input=json.dumps(bad_ticks) + "\n")
+    check(one_line_error(r, 6, "stdin: line 1: process_start_ticks is not a whole number"),
+          "check: a process_start_ticks that is not a whole number: refused (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
 
     # record --budget: last() and growth() are judged at the end only (no 'exceeded at sample'
     # line), and exceeded give exit 9.

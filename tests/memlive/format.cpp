@@ -52,6 +52,7 @@ rd::snapshot make_snapshot(unsigned threads, bool full, bool typical = false) {
   s.start_ns = 1700000000000000000ull;
   s.taken_ns = 1700000000123456789ull;
   s.process_alive = true;
+  s.process_start_ticks = 98765;
   for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_sizes.push_back(c * 16u);
   for (unsigned c = 0; c < tl::kClassCount; ++c) s.class_units.push_back(c ? c / 8 + 1 : 0);
   s.segment_bytes = pick(1);
@@ -172,6 +173,7 @@ TEST_CASE("JSON parses and gives back every number") {
   CHECK(j["program"] == s.program);
   CHECK(j["alive"] == true);
   CHECK(j["start_ns"].get<std::uint64_t>() == s.start_ns);
+  CHECK(j["process_start_ticks"].get<std::uint64_t>() == 98765);
   CHECK(j["taken_ns"].get<std::uint64_t>() == s.taken_ns);
   CHECK(j["layout_version"] == tl::kVersion);
   REQUIRE(j["counters"].size() == tl::kCounterCount);

@@ -252,6 +252,20 @@ void expect_malformed(const temp_dir& dir, const std::function<void(fake_segment
 
 namespace {
 
+// Field 22 of /proc/self/stat, read here independently of the reader: after the command name in
+// parentheses (which may hold spaces), the 20th field.
+std::uint64_t own_start_ticks() {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i < 22 && rest >> field;) ++i;
+  std::uint64_t ticks = 0;
+  rest >> ticks;
+  return ticks;
+}
+
 // What a snapshot of fake_segment's default contents must hold, every field of it.
 void check_default_segment(const rd::snapshot& s) {
   REQUIRE_MESSAGE(s.ok(), s.error);
@@ -260,6 +274,8 @@ void check_default_segment(const rd::snapshot& s) {
   CHECK(s.start_ns == fake_segment::start_ns());
   CHECK(s.taken_ns > s.start_ns);
   CHECK(s.process_alive);
+  CHECK(s.process_start_ticks != 0);
+  CHECK(s.process_start_ticks == own_start_ticks());  // the process's, not the image's
   REQUIRE(s.class_sizes.size() == tl::kClassCount);
   for (unsigned c = 0; c < tl::kClassCount; ++c) CHECK(s.class_sizes[c] == 16u * c);
   REQUIRE(s.class_units.size() == tl::kClassCount);  // this writer publishes none: all 0
@@ -802,6 +818,7 @@ TEST_CASE("a dead process's segment opens, marked not alive") {
   rd::snapshot s = seg->take();
   REQUIRE(s.ok());
   CHECK_FALSE(s.process_alive);
+  CHECK(s.process_start_ticks == 0);  // a process gone has none
   CHECK(s.threads.size() == 3);
   // Its threads were running when it died (slots 0 and 1 still say alive): none of them is
   // shown alive any more, they ended with it; the one that exited before stays exited.
