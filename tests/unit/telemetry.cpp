@@ -884,45 +884,13 @@ TEST_CASE("a fork child publishes its own segment") {
 }
 
 // An atexit handler registered before enable() runs after the handler enable() registered, which
-// removed the name. enable() there said 0 while no name existed (memlive's start() then said
-// "no telemetry segment"), and a fork child of such a handler, whose exit does not remove a
-// name again (the handler has run), named a file that outlived it.
-namespace {
-void after_exit_unlink() {
-  int code = 0;
-  if (la::telemetry::enabled() || *la::telemetry::path() != 0) code |= 1;
-  if (la::telemetry::enable() != ECANCELED || la::telemetry::enabled()) code |= 2;
-  if (access(shm_path(getpid()).c_str(), F_OK) == 0) code |= 4;
-  const pid_t child = fork();
-  if (child == 0) {
-    const bool named = access(shm_path(getpid()).c_str(), F_OK) == 0;
-    _exit(named || la::telemetry::enabled() ? 1 : 0);
-  }
-  int status = 0;
-  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0)
-    code |= 8;
-  if (child > 0 && access(shm_path(child).c_str(), F_OK) == 0) {
-    unlink(shm_path(child).c_str());
-    code |= 16;
-  }
-  _exit(code == 0 ? 42 : code);  // 42: the handler ran and every check held
-}
-}  // namespace
-
+// removed the name: enable() there refuses, and a fork child names nothing (telemetry_child
+// after_exit, a process of its own: the case needs its process's first enable()).
 TEST_CASE("after the exit removed the name, enable() refuses and a fork child names nothing") {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::atexit(after_exit_unlink);  // before enable(): runs after its handler
-    if (la::telemetry::enable() != 0) _exit(100);
-    if (access(shm_path(getpid()).c_str(), F_OK) != 0) _exit(101);
-    std::exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 42);
-  CHECK(access(shm_path(pid).c_str(), F_OK) != 0);
+  child c({"after_exit"}, {});
+  CHECK(c.reported == c.pid);
+  CHECK(c.finish() == 42);
+  CHECK(access(shm_path(c.pid).c_str(), F_OK) != 0);
 }
 
 TEST_CASE("enable after disable fails cleanly: Linux names an unnamed file only once") {

@@ -8,12 +8,16 @@
 //                                  "ready <child pid>"; both wait
 //   telemetry_child matrix         known cross-thread frees between named threads, one after
 //                                  another, all but one alive at the end (matrix_threads)
+//   telemetry_child after_exit     an atexit handler registered before enable() checks what is
+//                                  left after enable()'s own handler ran (after_exit_unlink); it
+//                                  ends the process with 42 when every check held
 #include <livealloc.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +101,35 @@ struct matrix_threads {
     for (std::thread& t : alive) t.join();
   }
 };
+std::string shm_path(int pid) { return "/dev/shm/livealloc." + std::to_string(pid); }
+
+// Runs after the handler enable() registered, which removed the name (it was registered after
+// this one): enable() there must refuse rather than say 0 with no name (memlive's start() then
+// said "no telemetry segment"), and a fork child, whose exit does not remove a name again (the
+// handler has run), must name no file that would outlive it. Needs to be its process's first
+// enable(), hence a process of its own: a fork of a test process that enabled before inherits
+// that handler's earlier registration.
+void after_exit_unlink() {
+  namespace tm = livealloc::telemetry;
+  int code = 0;
+  if (tm::enabled() || *tm::path() != 0) code |= 1;
+  if (tm::enable() != ECANCELED || tm::enabled()) code |= 2;
+  if (access(shm_path(getpid()).c_str(), F_OK) == 0) code |= 4;
+  const pid_t child = fork();
+  if (child == 0) {
+    const bool named = access(shm_path(getpid()).c_str(), F_OK) == 0;
+    _exit(named || tm::enabled() ? 1 : 0);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    code |= 8;
+  if (child > 0 && access(shm_path(child).c_str(), F_OK) == 0) {
+    unlink(shm_path(child).c_str());
+    code |= 16;
+  }
+  _exit(code == 0 ? 42 : code);  // 42: the handler ran and every check held
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,6 +183,15 @@ int main(int argc, char** argv) {
     wait_for_parent();
     m.release();
     return 0;
+  }
+  if (mode == "after_exit") {
+    std::atexit(after_exit_unlink);  // before enable(): runs after its handler
+    if (livealloc::telemetry::enable() != 0) return 100;
+    if (access(shm_path(getpid()).c_str(), F_OK) != 0) return 101;
+    std::printf("ready %d\n", getpid());
+    std::fflush(stdout);
+    wait_for_parent();
+    std::exit(0);
   }
   return 2;
 }
