@@ -84,6 +84,14 @@
 #error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
 #endif
 #undef LIVEALLOC_SANITIZER_MALLOC
+// ThreadSanitizer builds keep the counters' writes C++ atomics it can see (see bump).
+#if defined(__SANITIZE_THREAD__)
+#define LIVEALLOC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LIVEALLOC_TSAN 1
+#endif
+#endif
 
 #define LIVEALLOC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LIVEALLOC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -356,13 +364,24 @@ struct lock_guard {
   lock_guard& operator=(const lock_guard&) = delete;
 };
 
-// Counters written by one thread and read by others: relaxed load + store, never a locked
-// read-modify-write on the fast path.
+// Counters written by one thread and read by others: never a locked read-modify-write on the fast
+// path. One unlocked `add` to memory: a load and an aligned 8-byte store, as a relaxed load and
+// store would be, which readers see whole. Compilers do not fuse an atomic load and store into it
+// (a load, an add and a store through a register, and a lea for the address); the fast path at
+// 64 B to 1 KiB ran 1.014-1.031x faster in a full run. Under TSan the C++ atomics, which it sees.
 LIVEALLOC_ALWAYS_INLINE void bump(std::atomic<std::uint64_t>& c, std::uint64_t d = 1) noexcept {
+#ifndef LIVEALLOC_TSAN
+  asm("addq %1, %0" : "+m"(c) : "er"(d));
+#else
   c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+#endif
 }
 LIVEALLOC_ALWAYS_INLINE void unbump(std::atomic<std::uint64_t>& c, std::uint64_t d = 1) noexcept {
+#ifndef LIVEALLOC_TSAN
+  asm("subq %1, %0" : "+m"(c) : "er"(d));
+#else
   c.store(c.load(std::memory_order_relaxed) - d, std::memory_order_relaxed);
+#endif
 }
 LIVEALLOC_ALWAYS_INLINE void add(std::atomic<std::size_t>& c, std::size_t d) noexcept {
   c.fetch_add(d, std::memory_order_relaxed);
@@ -4633,6 +4652,7 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align
 #undef LIVEALLOC_UNLIKELY
 #undef LIVEALLOC_ALWAYS_INLINE
 #undef LIVEALLOC_NOINLINE
+#undef LIVEALLOC_TSAN
 
 #endif  // LIVEALLOC_H
 
