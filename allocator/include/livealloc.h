@@ -3779,7 +3779,9 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
   return base + off;
 }
 
-inline void* realloc_impl(void* p, std::size_t size) noexcept {
+// A realloc that moves the block, or frees it, or allocates: everything but a small block kept
+// in place.
+LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept {
   if (!p) return malloc_impl(size);
   if (size == 0) {
     free_impl(p);
@@ -3790,20 +3792,7 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     usable = large_of(p)->usable;
     if (void* q = realloc_large(p, size)) return q;
   } else {
-    // The class and owner from the segment header, as free reads them.
-    const unsigned cls = class_of_block(p);
-    usable = class_size(cls);
-    if (size <= usable && size >= usable / 2) {
-      // A free and an allocation of the same block, in the owner's counts.
-      heap* h = tls_heap;
-      if (owner_of_block(p) == h) {
-        class_counters& c = h->stats[cls];
-        bump(c.v[c_frees]);
-        bump(c.v[c_allocs]);
-        bump(c.v[c_requested_bytes], size);
-      }
-      return p;
-    }
+    usable = class_size(class_of_block(p));
   }
   void* q;
   if (size > usable && size <= kMaxSmall) {  // (a large block's usable size is above kMaxSmall)
@@ -3818,6 +3807,30 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
   memcpy(q, p, usable < size ? usable : size);
   free_impl(p);
   return q;
+}
+
+// A small block stays where it is while the new size keeps its class's block at least half used:
+// the common step of a buffer grown by appends. That path saves no registers and calls nothing;
+// the rest is realloc_move.
+inline void* realloc_impl(void* p, std::size_t size) noexcept {
+  if (LIVEALLOC_LIKELY(p != nullptr && !is_large(p))) {
+    // The class and owner from the segment header, as free reads them.
+    const unit_info& u = unit_of_block(p);
+    const unsigned cls = u.cls;
+    const std::size_t usable = class_size(cls);
+    if (size <= usable && size >= usable / 2) {  // (usable / 2 is 8 or more: size is not 0)
+      // A free and an allocation of the same block, in the owner's counts.
+      heap* h = tls_heap;
+      if (u.owner == h) {
+        class_counters& c = h->stats[cls];
+        bump(c.v[c_frees]);
+        bump(c.v[c_allocs]);
+        bump(c.v[c_requested_bytes], size);
+      }
+      return p;
+    }
+  }
+  return realloc_move(p, size);
 }
 
 // The calling thread's part of trim: its lists and empty pages to the page heap.
