@@ -3813,7 +3813,7 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
 // the common step of a buffer grown by appends. That path saves no registers and calls nothing;
 // the rest is realloc_move.
 inline void* realloc_impl(void* p, std::size_t size) noexcept {
-  if (LIVEALLOC_LIKELY(p != nullptr && !is_large(p))) {
+  if (LIVEALLOC_LIKELY(!is_large(p))) {  // (nullptr reads as large: realloc_move takes it)
     // The class and owner from the segment header, as free reads them.
     const unit_info& u = unit_of_block(p);
     const unsigned cls = u.cls;
