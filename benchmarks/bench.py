@@ -1110,6 +1110,17 @@ def gmean_of_medians(ratios):
     return gmean([statistics.median(v) for v in ratios.values()])
 
 
+def run_noise(speed):
+    """(median over the speed cases of livealloc's spread between repetitions, (max - min) /
+    median, cases): how much the host moved the same build's runs; None for fewer than 2 reps."""
+    spreads = []
+    for _, _, reps in speed.values():
+        v = list(reps.get("livealloc", {}).values())
+        if len(v) >= 2 and statistics.median(v) > 0:
+            spreads.append((max(v) - min(v)) / statistics.median(v))
+    return (statistics.median(spreads), len(spreads)) if spreads else None
+
+
 def cmd_verdict(args):
     rows, comments = load_rows("verdict", args.results, RESULT_COLUMNS, "results.csv")
     for r in rows:
@@ -1121,6 +1132,12 @@ def cmd_verdict(args):
     if "smoke" in facts.get("mode", ""):
         print("A smoke run: tiny sizes, one repetition; the ratios below say nothing about speed.\n")
     speed, rss = verdict_cases(rows)
+    noise = run_noise(speed)
+    if noise:
+        print("The host's noise in this run: livealloc's own speed moved by a median of %.1f%% "
+              "between its slowest and fastest repetition of a case (over %d cases); compare it "
+              "between runs before comparing their ratios.\n"
+              % (100 * noise[0], noise[1]))
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
     peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]
