@@ -371,6 +371,76 @@ TEST_CASE("large blocks count in class 0, also when another thread frees them") 
   CHECK(freed_by_others >= 1);
 }
 
+// realloc_impl's own path: a small block that stays in place counts only when the caller owns it.
+TEST_CASE("an in-place realloc of another thread's block counts nothing; one that moves counts") {
+  auto seg = own_segment();
+  const unsigned cls = la::detail::class_of(100), big = la::detail::class_of(4000);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0, owner_tid = 0, other_tid = 0;
+  unsigned char* p = nullptr;
+  void* kept = nullptr;
+  void* moved = nullptr;
+  auto go = [&](int to) {
+    std::lock_guard<std::mutex> l(m);
+    step = to;
+    cv.notify_all();
+  };
+  auto wait_for = [&](int at) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return step == at; });
+  };
+  std::thread owner([&] {
+    owner_tid = my_tid();
+    p = static_cast<unsigned char*>(la::allocate(100));
+    for (int i = 0; i < 100; ++i) p[i] = static_cast<unsigned char>(i + 1);
+    go(1);
+    wait_for(6);
+  });
+  std::thread other([&] {  // allocates nothing of its own before the move
+    other_tid = my_tid();
+    wait_for(2);
+    kept = la::reallocate(p, 104);  // still at least half of its 112-byte block
+    go(3);
+    wait_for(4);
+    moved = la::reallocate(p, 4000);
+    go(5);
+    wait_for(6);
+    la::deallocate(moved);
+  });
+  wait_for(1);
+  rd::snapshot s0 = snap(*seg);
+  const rd::thread_view* o0 = by_tid(s0, owner_tid);
+  REQUIRE(o0 != nullptr);
+  const auto owner_before = o0->counters[cls];
+  go(2);
+  wait_for(3);
+  CHECK(kept == p);
+  rd::snapshot s1 = snap(*seg);
+  const rd::thread_view* o1 = by_tid(s1, owner_tid);
+  REQUIRE(o1 != nullptr);
+  CHECK(o1->counters[cls] == owner_before);  // the owner's counts: the block stays as it was
+  const rd::thread_view* t1 = by_tid(s1, other_tid);
+  CHECK((t1 == nullptr || t1->counters[cls][c_allocs] + t1->counters[cls][c_frees] == 0));
+  go(4);
+  wait_for(5);
+  REQUIRE(moved != nullptr);
+  CHECK(moved != p);
+  bool same = true;
+  for (int i = 0; i < 100; ++i) same = same && static_cast<unsigned char*>(moved)[i] == i + 1;
+  CHECK(same);
+  rd::snapshot s2 = snap(*seg);
+  const rd::thread_view* t2 = by_tid(s2, other_tid);
+  REQUIRE(t2 != nullptr);
+  CHECK(t2->counters[big][c_allocs] == 1);
+  CHECK(t2->counters[big][c_requested_bytes] == 4000);
+  CHECK(t2->counters[cls][c_remote_sent] == 1);  // the old block, freed for its owner
+  CHECK(t2->counters[cls][c_allocs] == 0);
+  go(6);
+  owner.join();
+  other.join();
+}
+
 TEST_CASE("large reallocs count a free and an allocation in class 0: grown, kept in place, cut") {
   auto seg = own_segment();
   const unsigned small = la::detail::class_of(1000);
