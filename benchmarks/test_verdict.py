@@ -34,7 +34,8 @@ add("livealloc", "fragmentation", "keep", "time", [9, 9, 9], "s")  # not a speed
 EXPECT = [
     "over 2 cases",                                   # A and B, not fragmentation
     # livealloc's own spread: A (220 - 180) / 200, B (2.4 - 1.6) / 2; their median 30%
-    "moved by a median of 30.0% between its slowest and fastest repetition of a case (over 2 cases)",
+    "moved by a median of 30.0% between its slowest and fastest repetition of a case "
+    "(over 2 cases)",
     "geometric mean against mimalloc: **1.414x**",    # sqrt(2 * 1)
     "geometric mean against tcmalloc: **0.707x**",    # sqrt(1 * 0.5)
     "geometric mean against glibc: **2.000x**",       # sqrt(2 * 2)

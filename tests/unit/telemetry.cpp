@@ -372,7 +372,7 @@ TEST_CASE("large blocks count in class 0, also when another thread frees them") 
 }
 
 // realloc_impl's own path: a small block that stays in place counts only when the caller owns it.
-TEST_CASE("an in-place realloc of another thread's block counts nothing; one that moves counts") {
+TEST_CASE("a realloc in place of another thread's block counts nothing, a move counts") {
   auto seg = own_segment();
   const unsigned cls = la::detail::class_of(100), big = la::detail::class_of(4000);
   std::mutex m;
