@@ -3699,8 +3699,7 @@ inline void* calloc_impl(std::size_t n, std::size_t size) noexcept {
   }
   if (total <= kMaxSmall) {
     void* p = allocate_class(size_class(total), total);
-    if (p) memset(p, 0, total);
-    return p;
+    return p ? memset(p, 0, total) : nullptr;  // (a tail call: memset returns p)
   }
   bool fresh = false;
   void* p = allocate_large(total, 16, &fresh);
