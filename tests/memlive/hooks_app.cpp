@@ -19,10 +19,22 @@
 //   json                         "ok <memlive::take_snapshot() as JSON>"
 //   bench N                      a new thread times N x (on_alloc + on_free) of 64 bytes; "ok ns=X"
 //   quit                         (or end of input) exits 0
-// KIND: hook (malloc + on_alloc, on_free + free), malloc (malloc/free, nothing else), new
-// (::operator new(n), sized ::operator delete(p, n)), array (new char[n], delete[]), aligned
-// (::operator new(n, align 64), ::operator delete(p, align 64)), nothrow (::operator new(n,
-// nothrow), unsized ::operator delete(p)).
+// KIND: hook (malloc + on_alloc, on_free + free), malloc (malloc/free, nothing else), and
+// pairs of replaceable global forms that between them call all 20 of C++17 (align: 64):
+//   new                    ::operator new(n)                  ::operator delete(p, n)
+//   array                  new char[n]                        delete[]
+//   aligned                ::operator new(n, align)           ::operator delete(p, align)
+//   nothrow                ::operator new(n, nothrow)         ::operator delete(p)
+//   delete_nothrow         ::operator new(n)                  ::operator delete(p, nothrow)
+//   array_nothrow          ::operator new[](n, nothrow)       ::operator delete[](p, nothrow)
+//   array_sized            ::operator new[](n)                ::operator delete[](p, n)
+//   array_aligned          ::operator new[](n, align)         ::operator delete[](p, align)
+//   aligned_nothrow        ::operator new(n, align, nothrow)  ::operator delete(p, align, nothrow)
+//   array_aligned_nothrow  ::operator new[](n, align, nothrow)
+//                                                    ::operator delete[](p, align, nothrow)
+//   aligned_sized          ::operator new(n, align)           ::operator delete(p, n, align)
+//   array_aligned_sized    ::operator new[](n, align)         ::operator delete[](p, n, align)
+// A block of an aligned kind that is not 64-byte aligned is an error ("misaligned").
 //
 // Nothing here allocates through operator new except the planned blocks: threads are pthreads,
 // the per-thread state is a static array, block lists come from malloc, output goes through
@@ -39,6 +51,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,9 +60,35 @@
 
 namespace {
 
-enum kind { k_hook, k_malloc, k_new, k_array, k_aligned, k_nothrow, k_count };
-const char* const kKindNames[k_count] = {"hook", "malloc", "new", "array", "aligned", "nothrow"};
+enum kind {
+  k_hook,
+  k_malloc,
+  k_new,
+  k_array,
+  k_aligned,
+  k_nothrow,
+  k_delete_nothrow,
+  k_array_nothrow,
+  k_array_sized,
+  k_array_aligned,
+  k_aligned_nothrow,
+  k_array_aligned_nothrow,
+  k_aligned_sized,
+  k_array_aligned_sized,
+  k_count
+};
+const char* const kKindNames[k_count] = {
+    "hook", "malloc", "new", "array", "aligned", "nothrow", "delete_nothrow", "array_nothrow",
+    "array_sized", "array_aligned", "aligned_nothrow", "array_aligned_nothrow", "aligned_sized",
+    "array_aligned_sized"};
 constexpr std::size_t kAlign = 64;
+constexpr std::align_val_t kAlignVal{kAlign};
+
+bool is_aligned_kind(int kind) {
+  return kind == k_aligned || kind == k_array_aligned || kind == k_aligned_nothrow ||
+         kind == k_array_aligned_nothrow || kind == k_aligned_sized ||
+         kind == k_array_aligned_sized;
+}
 
 struct block {
   int kind;
@@ -106,9 +145,23 @@ void* allocate(int kind, std::size_t size) {
     case k_array:
       return new char[size];
     case k_aligned:
-      return ::operator new(size, std::align_val_t(kAlign));
-    default:
+    case k_aligned_sized:
+      return ::operator new(size, kAlignVal);
+    case k_nothrow:
       return ::operator new(size, std::nothrow);
+    case k_delete_nothrow:
+      return ::operator new(size);
+    case k_array_nothrow:
+      return ::operator new[](size, std::nothrow);
+    case k_array_sized:
+      return ::operator new[](size);
+    case k_array_aligned:
+    case k_array_aligned_sized:
+      return ::operator new[](size, kAlignVal);
+    case k_aligned_nothrow:
+      return ::operator new(size, kAlignVal, std::nothrow);
+    default:
+      return ::operator new[](size, kAlignVal, std::nothrow);
   }
 }
 
@@ -128,10 +181,34 @@ void release(int kind, std::size_t size, void* p) {
       delete[] static_cast<char*>(p);
       break;
     case k_aligned:
-      ::operator delete(p, std::align_val_t(kAlign));
+      ::operator delete(p, kAlignVal);
+      break;
+    case k_nothrow:
+      ::operator delete(p);
+      break;
+    case k_delete_nothrow:
+      ::operator delete(p, std::nothrow);
+      break;
+    case k_array_nothrow:
+      ::operator delete[](p, std::nothrow);
+      break;
+    case k_array_sized:
+      ::operator delete[](p, size);
+      break;
+    case k_array_aligned:
+      ::operator delete[](p, kAlignVal);
+      break;
+    case k_aligned_nothrow:
+      ::operator delete(p, kAlignVal, std::nothrow);
+      break;
+    case k_array_aligned_nothrow:
+      ::operator delete[](p, kAlignVal, std::nothrow);
+      break;
+    case k_aligned_sized:
+      ::operator delete(p, size, kAlignVal);
       break;
     default:
-      ::operator delete(p);
+      ::operator delete[](p, size, kAlignVal);
       break;
   }
 }
@@ -164,6 +241,11 @@ void run(worker& w, const command& c) {
       void* p = allocate(c.kind, c.size);
       if (!p) {
         w.error = "allocation failed";
+        return;
+      }
+      if (is_aligned_kind(c.kind) && reinterpret_cast<std::uintptr_t>(p) % kAlign != 0) {
+        release(c.kind, c.size, p);
+        w.error = "misaligned";
         return;
       }
       static_cast<char*>(p)[0] = 1;

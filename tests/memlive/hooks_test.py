@@ -343,17 +343,26 @@ def run_hooks(app_path):
 def run_global_new(app_path, preload=None):
     app = App(app_path, preload)
     try:
-        plan = []  # (name, op, kind, size, n)
-        usable = {}
+        plan = []  # (name, "alloc" or "free", size, usable, n)
+        held = {}  # (name, kind, size): the usable sizes of the blocks it holds, in order
 
         def op(name, what, kind, size, n, to=None):
             r = app.cmd("on %s %s %s %d %d%s" % (name, what, kind, size, n,
                                                  " " + to if to else ""))
-            if what == "alloc":
-                usable[(kind, size)] = int(r["usable"])
-            plan.append((name, what, kind, size, n, to))
+            blocks = held.setdefault((name, kind, size), [])
+            if what == "alloc":  # the app reports the first block's usable size
+                blocks.extend([int(r["usable"])] * n)
+                plan.append((name, what, size, int(r["usable"]), n))
+                return
+            taken = blocks[:n]  # the app frees and gives the first n it holds, in order
+            del blocks[:n]
+            if what == "free":
+                plan.extend((name, what, size, u, 1) for u in taken)
+            else:
+                held.setdefault((to, kind, size), []).extend(taken)
 
-        for name in ("gn-new", "gn-array", "gn-align", "gn-nothrow", "gn-big"):
+        names = ["gn-new", "gn-array", "gn-align", "gn-nothrow", "gn-big", "gn-forms"]
+        for name in names:
             app.cmd("thread " + name)
         op("gn-new", "alloc", "new", 40, 30)        # sized delete
         op("gn-new", "free", "new", 40, 10)
@@ -366,6 +375,15 @@ def run_global_new(app_path, preload=None):
         op("gn-nothrow", "free", "nothrow", 5000, 1)
         op("gn-big", "alloc", "new", 300000, 2)     # large: class 0
         op("gn-big", "free", "new", 300000, 1)
+        # The other replaceable forms (the kinds of hooks_app.cpp), one block at a time: the
+        # usable size of an aligned block can differ from one block to the next (glibc).
+        for kind, size in (("delete_nothrow", 24), ("array_nothrow", 72), ("array_sized", 130),
+                           ("array_aligned", 260), ("aligned_nothrow", 700),
+                           ("array_aligned_nothrow", 1500), ("aligned_sized", 3000),
+                           ("array_aligned_sized", 9000), ("array_aligned_sized", 300000)):
+            for _ in range(3):
+                op("gn-forms", "alloc", kind, size, 1)
+            op("gn-forms", "free", kind, size, 2)
         op("gn-new", "give", "new", 40, 5, "gn-array")
         op("gn-array", "free", "new", 40, 5)        # freed on another thread
         r = app.cmd("start")
@@ -375,12 +393,11 @@ def run_global_new(app_path, preload=None):
         stream_event(port)
         snap = snapshot(port)
         m = Model(snap["class_sizes"])
-        for name, what, kind, size, n, to in plan:
+        for name, what, size, usable, n in plan:
             if what == "alloc":
-                m.alloc(name, size, usable[(kind, size)], n)
-            elif what == "free":
-                m.free(name, usable[(kind, size)], n)
-        names = ["gn-new", "gn-array", "gn-align", "gn-nothrow", "gn-big"]
+                m.alloc(name, size, usable, n)
+            else:
+                m.free(name, usable, n)
         check_rows(snap, m, names, "global new")
         check_no_memlive_threads(snap, "global new")
         check(snap["process"]["large_bytes"] == m.large, "global new: large_bytes %d (want %d)" %

@@ -55,15 +55,19 @@ int main() {
   S* s = new S;
   delete s;  // sized delete -> delete
   S* sa = new S[3];
-  delete[] sa;  // sized delete[] -> delete[] -> delete
-  void* q = ::operator new(5, std::nothrow);
+  delete[] sa;  // delete[] -> delete (S destructs trivially: no array cookie, no size)
+  void* q = ::operator new[](24);
+  ::operator delete[](q, 24);  // sized delete[] -> delete[] -> delete
+  q = ::operator new(5, std::nothrow);
   ::operator delete(q, std::nothrow);
   q = ::operator new[](7, std::nothrow);
   ::operator delete[](q, std::nothrow);
   A* al = new A;  // new(size, align)
   delete al;      // sized aligned delete -> delete(ptr, align)
   A* ala = new A[2];
-  delete[] ala;  // new[](size, align), sized delete[](ptr, size, align)
+  delete[] ala;  // new[](size, align) -> new(size, align), delete[](ptr, align) -> delete
+  q = ::operator new[](256, std::align_val_t(64));
+  ::operator delete[](q, 256, std::align_val_t(64));  // -> delete[](ptr, align) -> delete
   q = ::operator new(100, std::align_val_t(128), std::nothrow);
   ::operator delete(q, std::align_val_t(128), std::nothrow);
   q = ::operator new[](100, std::align_val_t(128), std::nothrow);
@@ -72,5 +76,5 @@ int main() {
   std::memset(m, 1, 1000);
   std::free(m);
   std::printf("news=%d deletes=%d\n", news, deletes);
-  return news == 9 && deletes == 9 ? 0 : 1;
+  return news == 11 && deletes == 11 ? 0 : 1;
 }
