@@ -432,6 +432,37 @@ TEST_CASE("Prometheus label values: control characters become U+FFFD, JSON keeps
   CHECK(j["threads"][0]["name"] == "cr\rtab\tdel\x7f" "nel\xC2\x85" "e\xC2\xA0nd");
 }
 
+TEST_CASE("thread names: 3- and 4-byte UTF-8 kept, each byte of a malformed sequence U+FFFD") {
+  const std::string fffd = "\xEF\xBF\xBD";
+  struct named {
+    std::string raw, want;
+  };
+  const named names[] = {
+      {"\xE5\xB7\xA5\xE4\xBD\x9C-1", "\xE5\xB7\xA5\xE4\xBD\x9C-1"},  // CJK, 3 bytes each
+      {"\xF0\x9F\x9A\x80go", "\xF0\x9F\x9A\x80go"},                   // U+1F680, 4 bytes
+      {"\xEF\xBF\xBF\xF4\x8F\xBF\xBF", "\xEF\xBF\xBF\xF4\x8F\xBF\xBF"},  // U+FFFF, U+10FFFF
+      {"s\xED\xA0\x80", "s" + fffd + fffd + fffd},          // a surrogate, U+D800
+      {"o\xE0\x80\xAF", "o" + fffd + fffd + fffd},          // overlong '/' in 3 bytes
+      {"o\xF0\x80\x80\xAF", "o" + fffd + fffd + fffd + fffd},  // overlong '/' in 4 bytes
+      {"b\xF4\x90\x80\x80", "b" + fffd + fffd + fffd + fffd},  // U+110000, past Unicode
+      {"t\xE5\xB7", "t" + fffd + fffd},                      // cut after 2 of 3 bytes
+      {"t\xF0\x9F\x9A", "t" + fffd + fffd + fffd},          // cut after 3 of 4 bytes
+      {"x\xF5\x80\x80\x80", "x" + fffd + fffd + fffd + fffd},  // no lead byte is F5 or more
+  };
+  constexpr std::size_t kNames = sizeof names / sizeof names[0];
+  rd::snapshot s = make_snapshot(kNames, false);
+  for (std::size_t i = 0; i < kNames; ++i) s.threads[i].name = names[i].raw;
+  const json j = json::parse(memlive::to_json(s));
+  const std::string prom = memlive::to_prometheus(s);
+  const std::string csv = memlive::to_csv(s);
+  for (std::size_t i = 0; i < kNames; ++i) {
+    CAPTURE(i);
+    CHECK(j["threads"][i]["name"] == names[i].want);
+    CHECK(prom.find("thread=\"" + names[i].want + "\"") != std::string::npos);
+    CHECK(csv.find("," + names[i].want + ",") != std::string::npos);
+  }
+}
+
 TEST_CASE("Prometheus by class: one series per class, the process totals, never going down") {
   rd::snapshot s = make_snapshot(4, true, true);
   rd::counter_matrix floor{};
