@@ -387,6 +387,22 @@ def check_record(ml, pid, tmp):
     except ValueError as e:
         check(False, "record: lines are JSON (%s)" % e)
 
+    # --duration: it stops by itself, and not before: the last sample is taken within one
+    # interval of the end (a lower bound only; a loaded host spaces samples further apart).
+    out_d = os.path.join(tmp, "rec_duration.jsonl")
+    p = subprocess.Popen([ml, "record", "--pid", str(pid), "--interval", "200", "--out", out_d,
+                          "--duration", "1"], stderr=subprocess.PIPE, text=True)
+    err, lines = finish_record(p, out_d)
+    try:
+        taken = [json.loads(l)["taken_ns"] for l in lines]
+    except ValueError:
+        taken = []
+    span_ms = (taken[-1] - taken[0]) / 1e6 if len(taken) >= 2 else 0
+    check(p.returncode == 0 and "(done)" in err and len(taken) >= 2 and span_ms >= 700,
+          "record --duration 1 --interval 200: stops by itself, exit 0, samples over at least "
+          "0.7 s (got %s, %d samples over %.0f ms: %s)" % (p.returncode, len(taken), span_ms,
+                                                         err.strip()))
+
     out2 = os.path.join(tmp, "rec2.jsonl")
     p = subprocess.Popen([ml, "record", "--pid", str(pid), "--interval", "50", "--out", out2],
                          stderr=subprocess.PIPE, text=True)
@@ -678,6 +694,14 @@ def check_errors(ml, workload_pid, tmp):
         (["record", "--pid", str(workload_pid), "--interval", "10", "--count", "99999999999",
           "--out", "/dev/null"], "--count: '99999999999' is too large"),
         (["record", "--pid", str(workload_pid), "--interval", "10"], "--out FILE is required"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--out", "/dev/null",
+          "--count", "3", "--duration", "5"], "give --count or --duration, not both"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--out", "/dev/null",
+          "--duration", "0"], "--duration: '0' is not a positive number of seconds"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--out", "/dev/null",
+          "--duration", "31536001"], "--duration: '31536001' is too large (at most 31536000)"),
+        (["record", "--pid", str(workload_pid), "--interval", "10", "--out", "/dev/null",
+          "--duration"], "option --duration needs a value"),
         (["list", "--bogus"], "unknown option"),
         (["tune", "--pid", str(workload_pid)], "at least one name=value"),
         (["serve"], "--pid N is required"),
