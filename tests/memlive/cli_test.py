@@ -678,6 +678,15 @@ def check_errors(ml, workload_pid, tmp):
           "version mismatch: exit 6 naming both versions (got %d: %s)" %
           (r.returncode, r.stderr.strip()))
 
+    # Libraries `run --lib` refuses before it starts anything: a directory, a file that is not
+    # a 64-bit ELF shared object, and a real one at a path LD_PRELOAD cannot carry.
+    not_elf = os.path.join(tmp, "notelf.so")
+    with open(not_elf, "w") as f:
+        f.write("not a library\n")
+    spaced_dir = os.path.join(tmp, "lib dir")
+    os.mkdir(spaced_dir)
+    spaced_lib = os.path.join(spaced_dir, "liblivealloc.so")
+    shutil.copyfile(os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"), spaced_lib)
     usage = [
         ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N is required"),
         (["snapshot", "--pid", "1", "--format", "xml"], "not json, csv or prometheus"),
@@ -717,6 +726,11 @@ def check_errors(ml, workload_pid, tmp):
         (["run", "--port", "0", "--lib", "/nonexistent/liblivealloc.so", "--", "true"],
          "--lib PATH"),
         (["run", "--port", "0", "true"], "the program goes after --"),
+        (["run", "--port", "0", "--lib", tmp, "--", "true"], "is not a file"),
+        (["run", "--port", "0", "--lib", not_elf, "--", "true"],
+         "is not a 64-bit ELF shared library"),
+        (["run", "--port", "0", "--lib", spaced_lib, "--", "true"],
+         "holds a space or a colon, which LD_PRELOAD cannot carry"),
         (["check"], "give the FILE"), (["check", "x.jsonl"], "give at least one budget"),
         (["check", "--pid", "1", "x", "live_bytes<=1"], "unknown option '--pid'"),
         (["check", "x.jsonl", "nosuch<=1"], "unknown metric 'nosuch'"),
