@@ -311,6 +311,31 @@ TEST_CASE("a lowered purge_delay or large_cache holds for what is cached already
   la::trim();
 }
 
+TEST_CASE("a lowered segment_cache unmaps the cached segments over it") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("page_recycle", 0);
+  opts.set("purge_delay", 0);  // released units purged at once: empty segments leave at once
+  opts.set("segment_cache", 64);
+  auto churn = [](std::size_t blocks) {  // this thread's slow paths, and segments emptied
+    std::vector<void*> v;
+    for (std::size_t i = 0; i < blocks; ++i) v.push_back(la::allocate(1000));
+    for (void* p : v) la::deallocate(p);
+  };
+  churn(40000);  // about 40 MiB: ten segments
+  const std::size_t cached = d::g.segment_cache_count;
+  REQUIRE(cached >= 2);
+  const std::size_t cached_bytes = la::get_stats().cached_bytes;
+  REQUIRE(cached_bytes >= cached * d::kSegmentSize);
+  opts.set("segment_cache", 1);
+  churn(2000);  // applied at the next slow path, to what is cached already
+  CHECK(d::g.segment_cache_count <= 1);
+  CHECK(la::get_stats().cached_bytes <= cached_bytes - (cached - 1) * d::kSegmentSize);
+  CHECK(la::detail::heap_is_valid());
+  la::trim();
+}
+
 TEST_CASE("trim_thread gives back this thread's lists and empty pages, not another's") {
   namespace d = la::detail;
   la::trim();
