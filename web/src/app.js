@@ -986,7 +986,10 @@
 
   // ---------------------------------------------------------------------------------------------
   // Heat map: threads x size classes on a canvas (64 x 53 cells redraw in well under a ms).
+  // cursor: the cell hovered or moved to by the arrow keys, as { key: thread key, cls }, so that it
+  // stays on its thread and class when rows or columns come and go; its text follows the data.
   const heat = { cols: [], rows: [], cell: 14, rowH: 16, left: 170, top: 44, cursor: null };
+  const kHeatHint = "hover a cell for its numbers";
   function renderHeat(d) {
     const canvas = $("heat");
     const metric = $("heat-metric").value;
@@ -994,7 +997,10 @@
     const used = new Set();
     for (const x of rows) for (const [c, cell] of x.cells) if (cell.allocs > 0 || cell.liveBlocks > 0) used.add(c);
     const cols = [...used].sort((a, b) => a - b);
-    heat.cols = cols; heat.rows = rows;
+    heat.cols = cols; heat.rows = rows; heat.data = d;
+    const at = heatCursorAt();
+    if (heat.cursor && !at) { heat.cursor = null; $("heat-hover").textContent = kHeatHint; }
+    if (at) describeCell(at.i, at.j, d);
     const dpr = window.devicePixelRatio || 1;
     const w = heat.left + Math.max(1, cols.length) * heat.cell + 8;
     const h = heat.top + Math.max(1, rows.length) * heat.rowH + 4;
@@ -1062,46 +1068,48 @@
         g.fillRect(heat.left + cells[n + 1] * heat.cell, heat.top + cells[n] * heat.rowH + 1, heat.cell - 1, heat.rowH - 2);
     });
     const fg = cssVar("--fg");
-    if (heat.cursor) {
-      const { i, j } = heat.cursor;
-      if (i < rows.length && j < cols.length) {
-        g.strokeStyle = fg;
-        g.strokeRect(heat.left + j * heat.cell - 0.5, heat.top + i * heat.rowH + 0.5, heat.cell, heat.rowH - 1);
-      }
+    if (at) {
+      g.strokeStyle = fg;
+      g.strokeRect(heat.left + at.j * heat.cell - 0.5, heat.top + at.i * heat.rowH + 0.5,
+        heat.cell, heat.rowH - 1);
     }
   }
-  function describeCell(i, j) {
+  // The cursor's row and column in the map as drawn last, or null.
+  function heatCursorAt() {
+    if (!heat.cursor) return null;
+    const i = heat.rows.findIndex((x) => x.key === heat.cursor.key);
+    const j = heat.cols.indexOf(heat.cursor.cls);
+    return i >= 0 && j >= 0 ? { i, j } : null;
+  }
+  function describeCell(i, j, d) {
     const x = heat.rows[i], c = heat.cols[j];
-    if (!x || c === undefined) return;
     const cell = x.cells.get(c) || { live: 0, allocs: 0, liveBlocks: 0, rate: 0 };
-    const cls = c === 0 ? "large blocks" : "class " + c + " (" + fmtBytes(state.current.classes[c].size) + ")";
+    const cls = c === 0 ? "large blocks" : "class " + c + " (" + fmtBytes(d.classes[c].size) + ")";
     $("heat-hover").textContent = x.name + " · " + cls + ": " + fmtInt(cell.liveBlocks) + " live blocks" +
       (c === 0 ? "" : " (" + fmtBytes(cell.live) + ")") + ", " + fmtInt(cell.allocs) + " allocations, " +
       fmtRate(cell.rate || 0) + "/s";
+  }
+  function moveHeatCursor(i, j) {
+    heat.cursor = { key: heat.rows[i].key, cls: heat.cols[j] };
+    describeCell(i, j, heat.data);
+    state.dirty = true;
+    schedule();
   }
   $("heat").addEventListener("mousemove", (e) => {
     const r = $("heat").getBoundingClientRect();
     const j = Math.floor((e.clientX - r.left - heat.left) / heat.cell);
     const i = Math.floor((e.clientY - r.top - heat.top) / heat.rowH);
-    if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) {
-      heat.cursor = { i, j };
-      describeCell(i, j);
-      state.dirty = true;
-      schedule();
-    }
+    if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) moveHeatCursor(i, j);
   });
   $("heat").addEventListener("keydown", (e) => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
     const m = moves[e.key];
-    if (!m) return;
+    if (!m || !heat.rows.length || !heat.cols.length) return;
     e.preventDefault();
-    const cur = heat.cursor || { i: 0, j: 0 };
-    const i = Math.min(Math.max(0, cur.i + m[0]), heat.rows.length - 1);
-    const j = Math.min(Math.max(0, cur.j + m[1]), heat.cols.length - 1);
-    heat.cursor = { i: Math.max(0, i), j: Math.max(0, j) };
-    describeCell(heat.cursor.i, heat.cursor.j);
-    state.dirty = true;
-    schedule();
+    const cur = heatCursorAt();
+    const i = cur ? Math.min(Math.max(0, cur.i + m[0]), heat.rows.length - 1) : 0;
+    const j = cur ? Math.min(Math.max(0, cur.j + m[1]), heat.cols.length - 1) : 0;
+    moveHeatCursor(i, j);
   });
   $("heat-metric").addEventListener("change", () => { state.dirty = true; schedule(); });
 

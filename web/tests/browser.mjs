@@ -468,6 +468,46 @@ try {
     await tab2.close();
   }
 
+  // The heat map: the arrow keys walk its cells, and the cell's text names its thread and class
+  // and follows that cell's numbers as samples come (ticker allocates 256 KiB blocks for ever).
+  {
+    const hover = () => page.textContent("#heat-hover");
+    await page.focus("#heat");
+    let text = "";
+    for (let n = 0; n < 40 && !/^ticker · /.test(text); ++n) {
+      await page.keyboard.press("ArrowDown");
+      text = await hover();
+    }
+    for (let n = 0; n < 80 && !/^ticker · class \d+ \(256 KiB\)/.test(text); ++n) {
+      await page.keyboard.press("ArrowRight");
+      text = await hover();
+    }
+    const allocs = (t) => {
+      const m =
+        /^ticker · class \d+ \(256 KiB\): [\d,]+ live blocks \([^)]*\), ([\d,]+) allocations, /
+          .exec(t);
+      return m ? Number(m[1].replace(/,/g, "")) : null;
+    };
+    const first = allocs(text);
+    const later = first === null ? null : await until("the cell's text to follow the data",
+      async () => { const a = allocs(await hover()); return a !== null && a > first ? a : null; })
+      .catch(() => null);
+    check(first !== null && later !== null,
+      "the arrow keys reach ticker's 256 KiB blocks in the heat map, and the cell's text follows " +
+      "them as they grow", JSON.stringify({ text, first, later }));
+    await page.keyboard.press("ArrowLeft");
+    const left = await hover();
+    check(/^ticker · class \d+ \([\d.]+ [KM]?i?B\): [\d,]+ live blocks \(/.test(left) &&
+      left !== text,
+      "ArrowLeft moves to another size class of the same thread", left);
+    const box = await page.locator("#heat").boundingBox();
+    await page.mouse.move(box.x + 170 + 7, box.y + 44 + 8);  // the first cell (app.js: heat)
+    const hovered = await hover();
+    check(/^.+ · (large blocks|class \d+ \(.+\)): [\d,]+ live blocks.*, [\d,]+ allocations, /
+      .test(hovered), "the mouse on the first cell names its thread, class and numbers", hovered);
+    await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  }
+
   // Pause and resume from the keyboard; the interval select reconnects the stream.
   await page.locator("body").press("p");
   await page.waitForFunction(() => document.body.dataset.mode === "paused", null, { timeout: 5000 }).catch(() => {});
