@@ -508,6 +508,36 @@ try {
     await page.evaluate(() => document.activeElement && document.activeElement.blur());
   }
 
+  // Sorting: a column's header sorts its table by it (numbers largest first, text A to Z), a
+  // second click reverses it, aria-sort says which; the page then keeps each update in order.
+  {
+    const sorted = (table, key, col, dir) => page.evaluate(([t, k, c, d]) => {
+      const th = document.querySelector("#" + t + " th[data-key='" + k + "']");
+      const v = [...document.querySelectorAll("#" + t + " tbody tr")]
+        .map((tr) => tr.children[c].dataset.value);
+      const cmp = (a, b) => (k === "name" ? a.localeCompare(b) : Number(a) - Number(b));
+      const sign = d === "ascending" ? 1 : -1;
+      const ok = th.getAttribute("aria-sort") === d && v.length >= 2 &&
+        v.every((x, i) => i === 0 || sign * cmp(v[i - 1], x) <= 0);
+      return ok ? v : null;
+    }, [table, key, col, dir]);
+    const results = {};
+    for (const [table, key, col, first] of [["threads", "name", 0, "ascending"],
+      ["classes", "size", 1, "descending"]]) {
+      for (const dir of [first, first === "ascending" ? "descending" : "ascending"]) {
+        await page.click("#" + table + " th[data-key='" + key + "'] button");
+        results[table + " by " + key + ", " + dir] = await until(table + " sorted",
+          () => sorted(table, key, col, dir)).catch(() => null);
+      }
+      await page.click("#" + table + " th[data-key='live'] button");  // back to live, largest first
+      results[table + " by live again"] = await until(table + " by live",
+        () => sorted(table, "live", table === "threads" ? 3 : 2, "descending")).catch(() => null);
+    }
+    check(Object.values(results).every((v) => v !== null),
+      "a header click sorts its table (threads by name A-Z, then Z-A; classes by size largest " +
+      "first, then smallest), aria-sort says so, and live sorts back", JSON.stringify(results));
+  }
+
   // Pause and resume from the keyboard; the interval select reconnects the stream.
   await page.locator("body").press("p");
   await page.waitForFunction(() => document.body.dataset.mode === "paused", null, { timeout: 5000 }).catch(() => {});
