@@ -615,6 +615,23 @@ try {
   await page.waitForFunction(() => window.Chart.getChart("chart-live").data.datasets[0].data.length === 5,
     null, { timeout: 10000 }).catch(() => {});
   check((await points()) === 5, "the chart shows the recording's 5 points", String(await points()));
+  // Play, at the last sample, starts again from the first and steps through every sample at the
+  // recorded pace (100 ms), then stops.
+  await page.evaluate(() => {
+    const info = document.getElementById("replay-info");
+    window.__replaySeen = [];
+    new MutationObserver(() => window.__replaySeen.push(info.textContent))
+      .observe(info, { childList: true, characterData: true, subtree: true });
+  });
+  await page.click("#replay-play");
+  const playing = await page.textContent("#replay-play");
+  const played = await until("the replay to play to its end", () => page.evaluate(() => {
+    const done = document.getElementById("replay-play").textContent === "Play";
+    return done ? window.__replaySeen.slice() : null;
+  })).catch(() => null);
+  check(playing === "Stop" && played && played.join(",") === "1 / 5,2 / 5,3 / 5,4 / 5,5 / 5",
+    "Play replays the 5 samples from the first, then says Play again",
+    JSON.stringify({ playing, played }));
   await page.locator("#replay-pos").fill("0");
   check((await page.textContent("#replay-info")) === "1 / 5", "the replay slider moves to the first sample");
   const bad = path.join(out, "bad.jsonl");
