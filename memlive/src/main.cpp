@@ -497,7 +497,10 @@ int cmd_list(const args& a) {
   if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   std::string err;
   std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
-  if (!err.empty()) return fail(error_kind::permission, "cannot read " + a.dir + ": " + err);
+  if (!err.empty()) {  // err: "DIR: why", and errno still opendir's
+    const bool denied = errno == EACCES || errno == EPERM;
+    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
+  }
   int stale = 0;
   bool overflow = false;  // a process with more threads than slots: its count is a lower bound
   if (entries.empty()) {

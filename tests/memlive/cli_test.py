@@ -770,6 +770,18 @@ def check_errors(ml, workload_pid, tmp):
     r = run([ml, "--version"])
     check(r.returncode == 0 and re.match(r"memlive \d+\.\d+\.\d+ ", r.stdout), "--version")
 
+    empty_dir = os.path.join(tmp, "empty")
+    os.mkdir(empty_dir)
+    r = run([ml, "list", "--dir", empty_dir])
+    check(r.returncode == 0 and r.stdout == "no process publishes a livealloc telemetry segment "
+          "in %s\n" % empty_dir and not r.stderr,
+          "list of a directory without segments says so, exit 0 (got %d: %s%s)" %
+          (r.returncode, r.stdout, r.stderr))
+    r = run([ml, "list", "--dir", os.path.join(tmp, "nosuch")])
+    check(r.returncode == 1 and r.stderr == "memlive: list: cannot read %s: No such file or "
+          "directory\n" % os.path.join(tmp, "nosuch"),
+          "list of a directory that does not exist: exit 1, one line naming it once (got %d: %s)"
+          % (r.returncode, r.stderr.strip()))
     stale_dir = os.path.join(tmp, "stale")
     os.mkdir(stale_dir)
     open(os.path.join(stale_dir, "livealloc.%d" % dead), "wb").write(b"\0" * 16)
