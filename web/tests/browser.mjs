@@ -674,6 +674,31 @@ try {
   check((await page.textContent("#replay-info")) === "1 / 1" && negLine &&
     negLine.split(",").pop() === "0",
     "Export CSV: a row with more frees than allocations has live 0, as memlive's CSV", negLine);
+  // The large_cache recommendation, from a recording whose process mapped 24 large blocks in
+  // 0.4 s while they peaked at 200 MiB, past the 128 MiB cache: raise it to 1.25 x 200 MiB.
+  const big = fs.readFileSync(rec, "utf8").trim().split("\n").map((l, i) => {
+    const j = JSON.parse(l);
+    j.process.mmap_calls = (j.process.mmap_calls || 0) + 6 * i;
+    j.process.large_bytes = (i === 2 ? 200 : 50) * 1048576;
+    return JSON.stringify(j);
+  });
+  const bigFile = path.join(out, "large_cache.jsonl");
+  fs.writeFileSync(bigFile, big.join("\n") + "\n");
+  await page.setInputFiles("#replay-file", bigFile);
+  const lcRec = await until("a large_cache recommendation", () => page.evaluate(() => {
+    for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
+      const td = tr.children;
+      if (td.length === 6 && td[1].textContent === "large_cache")
+        return { now: td[2].textContent, want: td[3].dataset.value, why: td[4].textContent,
+          applyDisabled: td[5].firstChild.disabled };
+    }
+    return null;
+  })).catch(() => null);
+  const lcWhy = /^24 mappings in .+ while large blocks peaked at 200 MiB; a cache of 250 MiB keeps/;
+  check(lcRec && lcRec.now === "128" && lcRec.want === "250" && lcWhy.test(lcRec.why) &&
+    lcRec.applyDisabled, "recommendations: large blocks mapped again and again past large_cache " +
+    "suggest raising it (Apply disabled in a replay)",
+    JSON.stringify(lcRec));
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
