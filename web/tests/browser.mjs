@@ -699,6 +699,40 @@ try {
     lcRec.applyDisabled, "recommendations: large blocks mapped again and again past large_cache " +
     "suggest raising it (Apply disabled in a replay)",
     JSON.stringify(lcRec));
+  // The other way: 4 MiB of empty 1 KiB spans kept (by ingest-1), none taken in the window,
+  // suggest a lower page_recycle than the 2 in force.
+  const idle = fs.readFileSync(rec, "utf8").trim().split("\n").map((l) => {
+    const j = JSON.parse(l);
+    const c = j.class_sizes.indexOf(1024);
+    const at = (name) => j.counters.indexOf(name) + 1;
+    const kept = (4 << 20) / (j.class_units[c] * 65536);
+    for (const r of j.threads.flatMap((t) => t.classes).concat(j.exited)) {
+      if (r[0] !== c) continue;
+      r[at("pages_taken")] = 5;
+      r[at("pages_released")] = 5;
+      r[at("pages_kept")] = 0;
+    }
+    j.threads.find((t) => t.name === "ingest-1").classes.find((r) => r[0] === c)[at("pages_kept")] =
+      kept;
+    return JSON.stringify(j);
+  });
+  const idleFile = path.join(out, "idle_spans.jsonl");
+  fs.writeFileSync(idleFile, idle.join("\n") + "\n");
+  await page.setInputFiles("#replay-file", idleFile);
+  const prRec = await until("a lower page_recycle recommendation", () => page.evaluate(() => {
+    for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
+      const td = tr.children;
+      if (td.length === 6 && td[1].textContent === "page_recycle" &&
+        td[0].textContent.endsWith("(1.0 KiB)"))
+        return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
+          why: td[4].textContent };
+    }
+    return null;
+  })).catch(() => null);
+  check(prRec && prRec.now === 2 && prRec.want < 2 &&
+    /^4\.0 MiB of empty 1\.0 KiB spans are kept and none was taken in .+; a lower threshold/
+      .test(prRec.why),
+    "recommendations: idle empty spans kept suggest a lower page_recycle", JSON.stringify(prRec));
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
