@@ -2,7 +2,8 @@
 # Which lines of our own code the tests run: a gcov build (-O0 --coverage), its ctest, and the
 # line counts of every translation unit merged per source line (a header's line counts as run
 # if any unit ran it). Not part of tests/run.sh: the build and its tests take about 8 minutes on
-# two cores. Needs only GCC's gcov and python3.
+# two cores. Needs GCC's gcov and python3, and what tests/setup.sh installs (the page's tests
+# need web/node_modules: without it they fail or skip, and their lines count as not run).
 #
 #   tests/coverage.sh [--no-build] [BUILD_DIR]     (default BUILD_DIR: <repo>/build-cov)
 #
@@ -22,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     -h | --help)
-      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     -*)
