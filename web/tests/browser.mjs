@@ -674,61 +674,54 @@ try {
   check((await page.textContent("#replay-info")) === "1 / 1" && negLine &&
     negLine.split(",").pop() === "0",
     "Export CSV: a row with more frees than allocations has live 0, as memlive's CSV", negLine);
-  // The large_cache recommendation, from a recording whose process mapped 24 large blocks in
-  // 0.4 s while they peaked at 200 MiB, past the 128 MiB cache: raise it to 1.25 x 200 MiB.
-  const big = fs.readFileSync(rec, "utf8").trim().split("\n").map((l, i) => {
-    const j = JSON.parse(l);
+  // Recordings edited from `rec` (edit(sample, index) for each sample), replayed, drive the
+  // recommendations the live workload never gives.
+  const replayEdited = async (name, edit) => {
+    const samples = fs.readFileSync(rec, "utf8").trim().split("\n").map((l, i) => {
+      const j = JSON.parse(l);
+      edit(j, i);
+      return JSON.stringify(j);
+    });
+    const file = path.join(out, name);
+    fs.writeFileSync(file, samples.join("\n") + "\n");
+    await page.setInputFiles("#replay-file", file);
+  };
+  const recommendation = (option, cls) => until(option + " recommendation", () =>
+    page.evaluate(([o, c]) => {
+      for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
+        const td = tr.children;
+        if (td.length === 6 && td[1].textContent === o && td[0].textContent.endsWith(c))
+          return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
+            why: td[4].textContent, applyDisabled: td[5].firstChild.disabled };
+      }
+      return null;
+    }, [option, cls])).catch(() => null);
+  // 24 large blocks mapped in 0.4 s while they peaked at 200 MiB, past the 128 MiB cache: raise
+  // it to 1.25 x 200 MiB.
+  await replayEdited("large_cache.jsonl", (j, i) => {
     j.process.mmap_calls = (j.process.mmap_calls || 0) + 6 * i;
     j.process.large_bytes = (i === 2 ? 200 : 50) * 1048576;
-    return JSON.stringify(j);
   });
-  const bigFile = path.join(out, "large_cache.jsonl");
-  fs.writeFileSync(bigFile, big.join("\n") + "\n");
-  await page.setInputFiles("#replay-file", bigFile);
-  const lcRec = await until("a large_cache recommendation", () => page.evaluate(() => {
-    for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
-      const td = tr.children;
-      if (td.length === 6 && td[1].textContent === "large_cache")
-        return { now: td[2].textContent, want: td[3].dataset.value, why: td[4].textContent,
-          applyDisabled: td[5].firstChild.disabled };
-    }
-    return null;
-  })).catch(() => null);
+  const lcRec = await recommendation("large_cache", "large");
   const lcWhy = /^24 mappings in .+ while large blocks peaked at 200 MiB; a cache of 250 MiB keeps/;
-  check(lcRec && lcRec.now === "128" && lcRec.want === "250" && lcWhy.test(lcRec.why) &&
+  check(lcRec && lcRec.now === 128 && lcRec.want === 250 && lcWhy.test(lcRec.why) &&
     lcRec.applyDisabled, "recommendations: large blocks mapped again and again past large_cache " +
-    "suggest raising it (Apply disabled in a replay)",
-    JSON.stringify(lcRec));
+    "suggest raising it (Apply disabled in a replay)", JSON.stringify(lcRec));
   // The other way: 4 MiB of empty 1 KiB spans kept (by ingest-1), none taken in the window,
   // suggest a lower page_recycle than the 2 in force.
-  const idle = fs.readFileSync(rec, "utf8").trim().split("\n").map((l) => {
-    const j = JSON.parse(l);
+  await replayEdited("idle_spans.jsonl", (j) => {
     const c = j.class_sizes.indexOf(1024);
     const at = (name) => j.counters.indexOf(name) + 1;
-    const kept = (4 << 20) / (j.class_units[c] * 65536);
     for (const r of j.threads.flatMap((t) => t.classes).concat(j.exited)) {
       if (r[0] !== c) continue;
       r[at("pages_taken")] = 5;
       r[at("pages_released")] = 5;
       r[at("pages_kept")] = 0;
     }
-    j.threads.find((t) => t.name === "ingest-1").classes.find((r) => r[0] === c)[at("pages_kept")] =
-      kept;
-    return JSON.stringify(j);
+    const row = j.threads.find((t) => t.name === "ingest-1").classes.find((r) => r[0] === c);
+    row[at("pages_kept")] = (4 << 20) / (j.class_units[c] * 65536);
   });
-  const idleFile = path.join(out, "idle_spans.jsonl");
-  fs.writeFileSync(idleFile, idle.join("\n") + "\n");
-  await page.setInputFiles("#replay-file", idleFile);
-  const prRec = await until("a lower page_recycle recommendation", () => page.evaluate(() => {
-    for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
-      const td = tr.children;
-      if (td.length === 6 && td[1].textContent === "page_recycle" &&
-        td[0].textContent.endsWith("(1.0 KiB)"))
-        return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
-          why: td[4].textContent };
-    }
-    return null;
-  })).catch(() => null);
+  const prRec = await recommendation("page_recycle", "(1.0 KiB)");
   check(prRec && prRec.now === 2 && prRec.want < 2 &&
     /^4\.0 MiB of empty 1\.0 KiB spans are kept and none was taken in .+; a lower threshold/
       .test(prRec.why),
