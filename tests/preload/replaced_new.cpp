@@ -65,9 +65,11 @@ int main() {
   A* al = new A;  // new(size, align)
   delete al;      // sized aligned delete -> delete(ptr, align)
   A* ala = new A[2];
-  delete[] ala;  // new[](size, align) -> new(size, align), delete[](ptr, align) -> delete
+  delete[] ala;  // new[](size, align) -> new(size, align);
+                 // delete[](ptr, align) -> delete(ptr, align)
   q = ::operator new[](256, std::align_val_t(64));
-  ::operator delete[](q, 256, std::align_val_t(64));  // -> delete[](ptr, align) -> delete
+  // sized aligned delete[] -> delete[](ptr, align) -> delete(ptr, align)
+  ::operator delete[](q, 256, std::align_val_t(64));
   q = ::operator new(100, std::align_val_t(128), std::nothrow);
   ::operator delete(q, std::align_val_t(128), std::nothrow);
   q = ::operator new[](100, std::align_val_t(128), std::nothrow);

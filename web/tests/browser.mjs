@@ -313,14 +313,19 @@ try {
   await input.fill("0");
   await input.press("Enter");
   await until("page_recycle = 0", () => (effective().effective === 0 ? true : null)).catch(() => {});
-  const suggestion = await until("a page_recycle recommendation for the 256 KiB class", () => page.evaluate(() => {
-    for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
-      const td = tr.children;
-      if (td.length === 6 && td[1].textContent === "page_recycle" && td[0].textContent.includes("256"))
-        return { want: Number(td[3].dataset.value), why: td[4].textContent };
-    }
-    return null;
-  }), 30000).catch(() => null);
+  // The row of the recommendation of `option` for the class whose cell ends with `cls`, once the
+  // page shows it (null if it never does).
+  const recommendation = (option, cls, ms = 20000) => until(option + " recommendation", () =>
+    page.evaluate(([o, c]) => {
+      for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
+        const td = tr.children;
+        if (td.length === 6 && td[1].textContent === o && td[0].textContent.endsWith(c))
+          return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
+            why: td[4].textContent, applyDisabled: td[5].firstChild.disabled };
+      }
+      return null;
+    }, [option, cls]), ms).catch(() => null);
+  const suggestion = await recommendation("page_recycle", "(256 KiB)", 30000);
   check(suggestion && suggestion.want >= 1 && /released and taken again/.test(suggestion.why),
     "recommendations: the 256 KiB round trips give a page_recycle suggestion with its reason", JSON.stringify(suggestion));
   if (suggestion) {
@@ -686,16 +691,6 @@ try {
     fs.writeFileSync(file, samples.join("\n") + "\n");
     await page.setInputFiles("#replay-file", file);
   };
-  const recommendation = (option, cls) => until(option + " recommendation", () =>
-    page.evaluate(([o, c]) => {
-      for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
-        const td = tr.children;
-        if (td.length === 6 && td[1].textContent === o && td[0].textContent.endsWith(c))
-          return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
-            why: td[4].textContent, applyDisabled: td[5].firstChild.disabled };
-      }
-      return null;
-    }, [option, cls])).catch(() => null);
   // 24 large blocks mapped in 0.4 s while they peaked at 200 MiB, past the 128 MiB cache: raise
   // it to 1.25 x 200 MiB.
   await replayEdited("large_cache.jsonl", (j, i) => {
