@@ -258,7 +258,8 @@ enum class error_kind : int {
   usage = 2,        // bad command line or tuning syntax
   no_process = 3,   // no process with that pid (and no segment)
   no_segment = 4,   // the process runs but publishes no segment (LIVEALLOC_PROFILE=1?)
-  permission = 5,   // the segment belongs to another user, or cannot be written to tune
+  permission = 5,   // the segment belongs to another user, or cannot be written to tune; or
+                    // `serve`, `run`: the port is below 1024 and the user may not listen on it
   bad_segment = 6,  // version mismatch, malformed or truncated segment
   rejected = 7,     // a tuning value refused (by memlive's check or by the allocator)
   port_in_use = 8,  // `serve`: the port is taken by another server
@@ -1287,8 +1288,11 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
       r.error = "process " + std::to_string(pid) + " publishes no telemetry segment (" + path +
                 "); run it with LD_PRELOAD=<abs path>/liblivealloc.so LIVEALLOC_PROFILE=1, or "
                 "call livealloc::telemetry::enable()";
+    } else if (e == EACCES) {  // lstat needs only search permission on the directories
+      r.kind = error_kind::permission;
+      r.error = path + ": permission denied: this user may not enter " + dir;
     } else {
-      r.kind = e == EACCES ? error_kind::permission : error_kind::bad_segment;
+      r.kind = error_kind::bad_segment;
       r.error = path + ": " + std::strerror(e);
     }
     return r;
@@ -1405,6 +1409,8 @@ enum class start_error : int {
   server,           // civetweb refused to start for another reason (message says why)
   exiting,          // called while the process exits, after memlive's exit-time cleanup ran
                     // or after livealloc removed the segment's name at exit
+  permission,       // the port is below 1024 (ip_unprivileged_port_start) and the process
+                    // may not listen on it
 };
 
 struct status {
@@ -2704,6 +2710,13 @@ inline int probe_bind(const in_addr& addr, int port) {
   return e;
 }
 
+// Why bind() failed with EACCES: the port is privileged. Also `memlive run`'s message, which
+// checks the port before it starts the program.
+inline std::string listen_denied(const std::string& host, int port) {
+  return "cannot listen on " + host + ":" + std::to_string(port) +
+         ": permission denied (ports below 1024 need privileges)";
+}
+
 // Marks a connection whose request has been answered (see memlive_connection_close).
 inline char answered_mark;
 
@@ -2829,9 +2842,7 @@ inline status server::start(const options& o) {
       return fail(start_error::bad_host,
                   "host " + bind_host_ + " is not an address of this machine");
     if (e == EACCES)
-      return fail(start_error::bad_options,
-                  "cannot listen on " + bind_host_ + ":" + std::to_string(o.port) +
-                      ": permission denied (ports below 1024 need privileges)");
+      return fail(start_error::permission, listen_denied(bind_host_, o.port));
     return fail(start_error::server, std::string("the HTTP server did not start: ") +
                                          (text[0] ? text : "unknown reason"));
   }

@@ -38,6 +38,9 @@ namespace {
 using memlive::error_kind;
 namespace rd = livealloc::reader;
 
+// The hint after a port that cannot be listened on.
+constexpr const char* kOtherPort = "choose another with --port (0: any free port)";
+
 constexpr const char* kUsage =
     "usage: memlive <verb> [options]\n"
     "\n"
@@ -76,7 +79,8 @@ constexpr const char* kUsage =
     "  2  usage error (unknown verb or option, bad value, tuning syntax such as name without =)\n"
     "  3  no such process\n"
     "  4  the process publishes no segment (run it with LIVEALLOC_PROFILE=1)\n"
-    "  5  permission denied (the segment belongs to another user)\n"
+    "  5  permission denied (the segment belongs to another user; serve, run: a port below\n"
+    "     1024)\n"
     "  6  version mismatch or malformed segment (check: a file that is not a recording)\n"
     "  7  tuning rejected (unknown option, not live, out of range, or refused by the allocator)\n"
     "  8  serve: the port is in use (run too)\n"
@@ -256,7 +260,8 @@ constexpr const char* kServeHelp =
     "  --host H       the IPv4 address to listen on: 127.0.0.1 (default), localhost, or an\n"
     "                 address of this machine (the page then answers other machines, with no\n"
     "                 authentication); not 0.0.0.0\n"
-    "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit 8\n"
+    "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit\n"
+    "                 8; below 1024 without the privilege: exit 5\n"
     "  --interval MS  the default /api/stream interval, 50 to 60000 (default 80)\n"
     "  -h, --help     this text\n";
 
@@ -271,8 +276,8 @@ constexpr const char* kRunHelp =
     "stdout is the program's alone. memlive then exits with the program's status (128+N if\n"
     "killed by signal N). SIGINT/SIGTERM while the program runs is passed on to it, and if\n"
     "memlive dies the program gets SIGTERM. A program that calls exec is followed into its new\n"
-    "image. Exit 127: program not found; 126: not executable; 8: the port is in use (the\n"
-    "program is not left running).\n"
+    "image. Exit 127: program not found; 126: not executable; 8: the port is in use, 5: below\n"
+    "1024 without the privilege (the program is not left running).\n"
     "\n"
     "options:\n"
     "  --host H          the IPv4 address to listen on (default 127.0.0.1; see `serve --help`)\n"
@@ -1144,8 +1149,9 @@ int cmd_serve(const args& a) {
   if (!st) {
     switch (st.error) {
       case memlive::start_error::port_in_use:
-        return fail(error_kind::port_in_use,
-                    st.message + "; choose another with --port (0: any free port)");
+        return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
+      case memlive::start_error::permission:
+        return fail(error_kind::permission, st.message + "; " + kOtherPort);
       case memlive::start_error::bad_host:
       case memlive::start_error::bad_options:
         return usage_error(st.message, kServeHelp);
@@ -1298,9 +1304,10 @@ int cmd_run(const args& a) {
   // by start(), below): the program must not run, and be killed, for a mistyped option.
   if (const int e = memlive::detail::probe_bind(addr, opts.port); e == EADDRINUSE) {
     return fail(error_kind::port_in_use, "port " + std::to_string(opts.port) + " on " +
-                                             opts.host +
-                                             " is in use; choose another with --port "
-                                             "(0: any free port)");
+                                             opts.host + " is in use; " + kOtherPort);
+  } else if (e == EACCES) {
+    return fail(error_kind::permission,
+                memlive::detail::listen_denied(opts.host, opts.port) + "; " + kOtherPort);
   } else if (e != 0) {
     return usage_error("cannot listen on " + opts.host + ":" + std::to_string(opts.port) +
                            ": " + strerror(e),
@@ -1417,8 +1424,9 @@ int cmd_run(const args& a) {
   if (!st) {
     end_child(pid);
     if (st.error == memlive::start_error::port_in_use)
-      return fail(error_kind::port_in_use,
-                  st.message + "; choose another with --port (0: any free port)");
+      return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
+    if (st.error == memlive::start_error::permission)
+      return fail(error_kind::permission, st.message + "; " + kOtherPort);
     return fail(static_cast<error_kind>(1), st.message);
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,

@@ -14,8 +14,11 @@ blocks), stdin, a last line cut short, every bad budget (exit 2) and bad file (e
 fuzzed input; `record --budget`; last() and growth() on the running workload and on a recording
 through an exec until the exit (a fall, samples without a value), recordings of two processes put
 together (exit 6).
-permission: a segment the caller cannot read gives exit 5 (skipped, exit 77, when run as root,
-who can read anything).
+permission: what a user without the rights gets, exit 5 and one line saying why: a segment of
+its own of mode 000, a directory it may not read or enter, port 80 for serve and run (which starts
+nothing). Run as root, the checks run as nobody (setpriv), with root's workload too: its 0600
+segment is unreadable to list, snapshot, tune, serve and record; made 0644 it reads and serves
+but cannot be tuned (the POST 403, the option unchanged).
 promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
 promtool is not on PATH: tests/setup.sh takes it out of Debian's `prometheus` package).
 Every failed check is printed; the exit code is 1 if any failed.
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 # name, size, count, frees: one thread per distinct name; names test escaping in every format.
@@ -1830,18 +1834,157 @@ def cmd_check_budgets(ml, wl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cmd_permission(ml):
-    if os.geteuid() == 0:
-        print("SKIP: running as root, who can read any file: the permission case cannot happen")
-        return 77
-    tmp = tempfile.mkdtemp(prefix="memlive-test-")
+NOBODY = 65534  # Debian's nobody/nogroup: a user who owns nothing here
+
+
+def denied(r, says, what):
+    """An error the caller's rights cause: exit 5, one line `memlive: VERB: ...` naming `says`."""
+    lines = r.stderr.splitlines()
+    return check(r.returncode == 5 and len(lines) == 1 and lines[0].startswith("memlive: ") and
+                 says in lines[0] and not r.stdout,
+                 "%s: exit 5, one line saying %r (got %d: %s%s)" %
+                 (what, says, r.returncode, r.stdout, r.stderr.strip()))
+
+
+def page_recycle_of(ml, pid):
+    snap = snapshot_json(ml, pid)
+    return snap and option(snap, "page_recycle")
+
+
+def check_own_and_dirs(user, uid, tmp):
+    """A segment of the caller's own that its mode keeps it from reading, and directories it may
+    not read or enter: exit 5, each with the reason."""
+    own = os.path.join(tmp, "own")
+    os.mkdir(own)
+    os.chown(own, uid, -1)
+    pid = os.getpid()  # alive: the reason must be the file, not a missing process
+    path = os.path.join(own, "livealloc.%d" % pid)
+    with open(path, "wb") as f:
+        f.write(b"\0" * 4096)
+    os.chown(path, uid, -1)
+    os.chmod(path, 0)
+    for verb in (["snapshot"], ["tune", "page_recycle=3"], ["serve", "--port", "0"]):
+        denied(run(user([verb[0], "--pid", str(pid), "--dir", own] + verb[1:])),
+               "%s: permission denied: the file's mode (000) does not let its owner read it" %
+               path, "%s of an own segment of mode 000" % verb[0])
+    closed = os.path.join(tmp, "closed")
+    os.mkdir(closed)
+    os.chmod(closed, 0)  # not for its owner either (and root's, for nobody)
+    denied(run(user(["list", "--dir", closed])), "cannot read %s: Permission denied" % closed,
+           "list of a directory the caller may not read")
+    denied(run(user(["snapshot", "--pid", str(pid), "--dir", closed])),
+           "%s/livealloc.%d: permission denied: this user may not enter %s" % (closed, pid, closed),
+           "snapshot in a directory the caller may not enter")
+
+
+def check_privileged_port(user, ml, pid, tmp):
+    """A port below 1024 without the privilege: exit 5 and one line, for serve and for run,
+    which then starts no program."""
+    with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
+        if int(f.read()) <= 80:
+            print("note: port 80 is not privileged on this machine; that case is not tested")
+            return
+    says = "cannot listen on 127.0.0.1:80: permission denied (ports below 1024 need " \
+           "privileges); choose another with --port (0: any free port)"
+    denied(run(user(["serve", "--pid", str(pid), "--port", "80"])), says, "serve --port 80")
+    lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ml))), "allocator",
+                       "liblivealloc.so")
+    if not os.path.exists(lib):
+        print("note: no %s (a sanitizer build): run --port 80 is not tested" % lib)
+        return
+    shutil.copy(lib, os.path.join(tmp, "liblivealloc.so"))
+    ran = os.path.join(tmp, "own", "ran")
+    denied(run(user(["run", "--lib", os.path.join(tmp, "liblivealloc.so"), "--port", "80", "--",
+                     "/bin/touch", ran])), says, "run --port 80")
+    check(not os.path.exists(ran), "run --port 80 did not start the program")
+
+
+def check_other_users_segment(user, ml, w):
+    """Root's workload, read by nobody: its segment (0600) cannot be read, tuned or served and
+    `list` says why; made 0644, it reads and serves but cannot be tuned, and the page's POST is
+    refused."""
+    seg = "/dev/shm/livealloc.%d" % w.pid
+    before = page_recycle_of(ml, w.pid)
+    says = "%s: permission denied: the segment belongs to another user (uid 0); run as " \
+           "that user or as root" % seg
+    r = run(user(["list"]))
+    row = next((ln for ln in r.stdout.splitlines() if ln.split()[:1] == [str(w.pid)]), "")
+    check(r.returncode == 0 and "unreadable: " + says in row,
+          "list shows root's segment as unreadable, saying why (%s)" % row)
+    for verb in (["snapshot"], ["tune", "page_recycle=3"], ["serve", "--port", "0"],
+                 ["record", "--interval", "100", "--out", "-", "--count", "1"]):
+        denied(run(user([verb[0], "--pid", str(w.pid)] + verb[1:])), says,
+               "%s of another user's segment" % verb[0])
+    os.chmod(seg, 0o644)
+    r = run(user(["snapshot", "--pid", str(w.pid)]))
+    snap = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(snap.get("pid") == w.pid,
+          "snapshot of another user's segment of mode 0644: exit 0, its pid (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    denied(run(user(["tune", "--pid", str(w.pid), "page_recycle=3"])),
+           "%s: permission denied: the segment can be read but not written, so it cannot "
+           "be tuned; run as the process's user" % seg, "tune of a segment of mode 0644")
+    srv = subprocess.Popen(user(["serve", "--pid", str(w.pid), "--port", "0"]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        path = os.path.join(tmp, "livealloc.%d" % os.getpid())
-        open(path, "wb").write(b"\0" * 4096)
-        os.chmod(path, 0)
-        r = run([ml, "snapshot", "--pid", str(os.getpid()), "--dir", tmp])
-        check(r.returncode == 5 and "permission denied" in r.stderr,
-              "unreadable segment: exit 5 (got %d: %s)" % (r.returncode, r.stderr.strip()))
+        line = srv.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/ .*; read-only segment: tuning disabled",
+                      line)
+        if check(m is not None, "serve of a segment of mode 0644 says it cannot tune (%r)" %
+                 line):
+            base = "http://127.0.0.1:%s/api/options" % m.group(1)
+            with urllib.request.urlopen(base, timeout=10) as resp:
+                opts = json.loads(resp.read())
+            check(opts["writable"] is False, "GET /api/options: writable false")
+            req = urllib.request.Request(base, data=b'{"page_recycle": 3}', method="POST",
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=10)
+                code, body = 200, {}
+            except urllib.error.HTTPError as e:
+                code, body = e.code, json.loads(e.read())
+            check(code == 403 and "read-only" in body.get("error", ""),
+                  "POST /api/options: 403, read-only (%d %s)" % (code, body))
+    finally:
+        check(terminate(srv) == 0, "serve of a read-only segment exits 0 on SIGTERM")
+    after = page_recycle_of(ml, w.pid)
+    check(before is not None and after is not None and
+          (after["requested"], after["effective"]) == (before["requested"],
+                                                       before["effective"]),
+          "page_recycle is as it was after the refused tunes (%s, %s)" % (before, after))
+
+
+def cmd_permission(ml, wl):
+    tmp = tempfile.mkdtemp(prefix="memlive-test-")
+    os.chmod(tmp, 0o755)  # nobody enters it (mkdtemp makes it 0700)
+    try:
+        if os.geteuid() == 0:
+            # Root reads anything: the cases run as nobody, with a copy of memlive nobody can run
+            # (the build tree may lie where only root goes).
+            if not shutil.which("setpriv"):
+                print("SKIP: running as root without setpriv (util-linux) to drop to nobody")
+                return 77
+            mine = os.path.join(tmp, "memlive")
+            shutil.copy(ml, mine)
+            os.chmod(mine, 0o755)
+            drop = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+
+            def user(args):
+                return drop + [mine] + args
+        else:
+            def user(args):
+                return [ml] + args
+        check_own_and_dirs(user, NOBODY if os.geteuid() == 0 else os.geteuid(), tmp)
+        w = Workload(wl)
+        try:
+            if os.geteuid() == 0:
+                check_other_users_segment(user, ml, w)  # made readable by all (0644) on the way
+            else:
+                print("note: not root: another user's segment is not tested")
+            check_privileged_port(user, ml, w.pid, tmp)
+            check(w.stop() == 0, "workload exits 0")
+        finally:
+            w.kill()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
@@ -1908,7 +2051,7 @@ def main():
     elif a.what == "check":
         code = cmd_check_budgets(a.memlive, a.workload) or 0
     elif a.what == "permission":
-        code = cmd_permission(a.memlive)
+        code = cmd_permission(a.memlive, a.workload)
     else:
         code = cmd_promtool(a.memlive, a.workload)
     if failures:
