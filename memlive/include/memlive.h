@@ -208,8 +208,8 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // slot, class (index), size (block bytes), and memlive="true" on memlive's own threads
 // (is_memlive_thread; absent on the others). The exited totals carry thread="", tid="0",
 // slot="exited". Per thread: livealloc_thread_<x>_total {pid, thread, tid, slot}. Per process:
-// gauges livealloc_process_alive (1 or 0), livealloc_<segment|large|cached|committed|live>_bytes,
-// livealloc_slots_used, and counters
+// gauges livealloc_process_info {pid, program} (1), livealloc_process_alive (1 or 0),
+// livealloc_<segment|large|cached|committed|live>_bytes, livealloc_slots_used, and counters
 // livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
 // livealloc_overflow_threads_total, livealloc_options_rejected_total; livealloc_option_effective
 // {pid, option}.
@@ -222,6 +222,10 @@ std::string to_prometheus(const rd::snapshot& s);
 // hands, or catches a fold half done, would show a total going down, which Prometheus takes for
 // a reset. Without it, such a dip can show.
 std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* floor = nullptr);
+// Several processes in one text (`memlive snapshot --all`): each family once, with the series of
+// every snapshot (by thread and class, or with `by_class` as to_prometheus_by_class without a
+// floor). Every form also has livealloc_process_info{pid, program} 1.
+std::string to_prometheus(const std::vector<rd::snapshot>& all, bool by_class);
 // The content type to serve it with.
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -986,26 +990,87 @@ inline std::string to_csv(const rd::snapshot& s, bool header) {
 }
 
 namespace detail {
-// The Prometheus text of a snapshot: every counter family over `rows`, the per-thread families
-// when `thread_labels` is given (one label set per s.threads entry), and the process's.
-inline std::string prom_text(const rd::snapshot& s, const std::string& pid,
-                             const std::vector<prom_row>& rows,
-                             const std::vector<std::string>* thread_labels) {
+// One process's part of a Prometheus text: its rows (every counter family lists them), and with
+// `by_thread` the label set of each s->threads entry for the per-thread families.
+struct prom_source {
+  const rd::snapshot* s = nullptr;
+  std::string pid;  // pid="N"
+  std::vector<prom_row> rows;
+  std::vector<std::string> thread_labels;
+  std::unique_ptr<rd::counter_matrix> sums;  // by class: the totals the rows point into
+};
+
+inline prom_source prom_by_thread(const rd::snapshot& s) {
+  prom_source src;
+  src.s = &s;
+  src.pid = prom_label("pid", std::to_string(s.pid));
+  const own_threads_view own(s);
+  for (const rd::thread_view& t : s.threads) {
+    std::string base = src.pid + "," + prom_label("thread", t.name) + "," +
+                       prom_label("tid", std::to_string(t.tid)) + "," +
+                       prom_label("slot", std::to_string(t.slot));
+    if (own.contains(t)) base += ",memlive=\"true\"";  // memlive's own threads only
+    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+      if (row_nonzero(t.counters[cls]))
+        src.rows.push_back({base + "," + prom_label("class", std::to_string(cls)) + "," +
+                                prom_label("size", std::to_string(class_size_of(s, cls))),
+                            &t.counters[cls], live_of(t.counters[cls])});
+    src.thread_labels.push_back(std::move(base));
+  }
+  const std::string exited_base = src.pid + ",thread=\"\",tid=\"0\",slot=\"exited\"";
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
+    if (row_nonzero(s.exited[cls]))
+      src.rows.push_back({exited_base + "," + prom_label("class", std::to_string(cls)) + "," +
+                              prom_label("size", std::to_string(class_size_of(s, cls))),
+                          &s.exited[cls], live_of(s.exited[cls])});
+  return src;
+}
+
+inline prom_source prom_by_class(const rd::snapshot& s, rd::counter_matrix* floor) {
+  prom_source src;
+  src.s = &s;
+  src.pid = prom_label("pid", std::to_string(s.pid));
+  const rd::counter_matrix totals = s.totals();
+  src.sums = std::make_unique<rd::counter_matrix>(totals);
+  rd::counter_matrix& sums = *src.sums;
+  for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
+    for (unsigned c = 0; c < tl::kCounterCount; ++c) {
+      // A total only grows: what reads lower is a slot left out, or a fold caught half done.
+      if (floor && !counter_is_gauge(c)) {
+        if (sums[cls][c] < (*floor)[cls][c]) sums[cls][c] = (*floor)[cls][c];
+        (*floor)[cls][c] = sums[cls][c];
+      }
+    }
+    if (row_nonzero(sums[cls]))
+      src.rows.push_back({src.pid + "," + prom_label("class", std::to_string(cls)) + "," +
+                              prom_label("size", std::to_string(class_size_of(s, cls))),
+                          &sums[cls], live_of(totals[cls])});
+  }
+  return src;
+}
+
+// The Prometheus text of one or more processes: each family once, with the samples of every
+// source in turn (the format wants a family's samples together, under one HELP and TYPE).
+inline std::string prom_text(const std::vector<prom_source>& sources, bool by_thread) {
   std::string out;
-  out.reserve(1024 + rows.size() * 15 * 120);
+  std::size_t rows = 0;
+  for (const prom_source& src : sources) rows += src.rows.size();
+  out.reserve(2048 * (sources.size() + 1) + rows * 15 * 120);
   {
     writer w(out);
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
       const bool gauge = counter_is_gauge(c);
       std::string name = std::string("livealloc_") + kCounterNames[c] + (gauge ? "" : "_total");
       prom_family(w, name, gauge ? "gauge" : "counter", kCounterHelp[c]);
-      for (const prom_row& r : rows) prom_sample(w, name, r.labels, (*r.row)[c]);
+      for (const prom_source& src : sources)
+        for (const prom_row& r : src.rows) prom_sample(w, name, r.labels, (*r.row)[c]);
     }
     const std::string live = "livealloc_live_blocks";
     prom_family(w, live, "gauge",
                         "Live blocks: allocs + adopted - frees - large_freed_by_others - "
                         "handed_over - foreign_allocs.");
-    for (const prom_row& r : rows) prom_sample(w, live, r.labels, r.live);
+    for (const prom_source& src : sources)
+      for (const prom_row& r : src.rows) prom_sample(w, live, r.labels, r.live);
 
     struct per_thread {
       const char* name;
@@ -1025,110 +1090,93 @@ inline std::string prom_text(const rd::snapshot& s, const std::string& pid,
          &rd::thread_view::madvise_calls},
     };
     for (const per_thread& f : kThread) {
-      if (!thread_labels) break;
+      if (!by_thread) break;
       const std::string name = f.name;
       prom_family(w, name, "counter", f.help);
-      for (std::size_t i = 0; i < s.threads.size(); ++i)
-        prom_sample(w, name, (*thread_labels)[i], s.threads[i].*f.field);
+      for (const prom_source& src : sources)
+        for (std::size_t i = 0; i < src.s->threads.size(); ++i)
+          prom_sample(w, name, src.thread_labels[i], src.s->threads[i].*f.field);
     }
 
     struct per_process {
       const char* name;
       const char* type;
       const char* help;
-      std::uint64_t value;
+      std::uint64_t (*value)(const rd::snapshot&);
     };
-    const per_process kProcess[] = {
+    static const per_process kProcess[] = {
         {"livealloc_segment_bytes", "gauge", "Bytes of 4 MiB allocator segments mapped.",
-         s.segment_bytes},
-        {"livealloc_large_bytes", "gauge", "Bytes of large mappings in use.", s.large_bytes},
+         [](const rd::snapshot& s) { return s.segment_bytes; }},
+        {"livealloc_large_bytes", "gauge", "Bytes of large mappings in use.",
+         [](const rd::snapshot& s) { return s.large_bytes; }},
         {"livealloc_cached_bytes", "gauge", "Bytes kept for reuse (large cache, segment cache).",
-         s.cached_bytes},
+         [](const rd::snapshot& s) { return s.cached_bytes; }},
         {"livealloc_committed_bytes", "gauge",
          "Small-block spans in use or not yet purged (large and cached bytes come on top).",
-         s.committed_bytes},
+         [](const rd::snapshot& s) { return s.committed_bytes; }},
         {"livealloc_live_bytes", "gauge", "Bytes in live blocks (block sizes) plus large bytes.",
-         s.live_bytes()},
+         [](const rd::snapshot& s) { return s.live_bytes(); }},
         {"livealloc_resident_bytes", "gauge", "Resident memory of the process (/proc statm).",
-         s.resident_bytes},
+         [](const rd::snapshot& s) { return s.resident_bytes; }},
         {"livealloc_slots_used", "gauge", "Telemetry slots ever taken (high-water mark).",
-         s.slots_used},
-        {"livealloc_mmap_calls_total", "counter", "mmap calls, whole process.", s.mmap_calls},
-        {"livealloc_munmap_calls_total", "counter", "munmap calls, whole process.", s.munmap_calls},
+         [](const rd::snapshot& s) { return s.slots_used; }},
+        {"livealloc_mmap_calls_total", "counter", "mmap calls, whole process.",
+         [](const rd::snapshot& s) { return s.mmap_calls; }},
+        {"livealloc_munmap_calls_total", "counter", "munmap calls, whole process.",
+         [](const rd::snapshot& s) { return s.munmap_calls; }},
         {"livealloc_madvise_calls_total", "counter", "madvise calls, whole process.",
-         s.madvise_calls},
+         [](const rd::snapshot& s) { return s.madvise_calls; }},
         {"livealloc_purges_total", "counter", "Purge passes that returned memory to the OS.",
-         s.purges},
+         [](const rd::snapshot& s) { return s.purges; }},
         {"livealloc_overflow_threads_total", "counter",
          "Heaps made without a telemetry slot (their threads share the overflow slot).",
-         s.overflow_threads},
+         [](const rd::snapshot& s) { return s.overflow_threads; }},
         {"livealloc_options_rejected_total", "counter",
-         "Invalid tuning values the allocator refused.", s.rejected},
+         "Invalid tuning values the allocator refused.",
+         [](const rd::snapshot& s) { return s.rejected; }},
     };
+    prom_family(w, "livealloc_process_info", "gauge",
+                "Always 1: the program of the process with this pid.");
+    for (const prom_source& src : sources)
+      prom_sample(w, "livealloc_process_info",
+                  src.pid + "," + prom_label("program", src.s->program), 1);
     prom_family(w, "livealloc_process_alive", "gauge",
                 "1 while the process runs; 0 once it is gone (the values are its last).");
-    prom_sample(w, "livealloc_process_alive", pid, s.process_alive ? 1 : 0);
+    for (const prom_source& src : sources)
+      prom_sample(w, "livealloc_process_alive", src.pid, src.s->process_alive ? 1 : 0);
     for (const per_process& f : kProcess) {
       const std::string name = f.name;
       prom_family(w, name, f.type, f.help);
-      prom_sample(w, name, pid, f.value);
+      for (const prom_source& src : sources) prom_sample(w, name, src.pid, f.value(*src.s));
     }
     const std::string opt = "livealloc_option_effective";
     prom_family(w, opt, "gauge", "Value in force of each tunable threshold.");
-    for (const rd::option_view& o : s.options)
-      prom_sample(w, opt, pid + "," + prom_label("option", o.name), o.effective);
+    for (const prom_source& src : sources)
+      for (const rd::option_view& o : src.s->options)
+        prom_sample(w, opt, src.pid + "," + prom_label("option", o.name), o.effective);
   }
   return out;
 }
 }  // namespace detail
 
 inline std::string to_prometheus(const rd::snapshot& s) {
-  using detail::prom_label;
-  const std::string pid = prom_label("pid", std::to_string(s.pid));
-  std::vector<detail::prom_row> rows;
-  std::vector<std::string> thread_labels;
-  const detail::own_threads_view own(s);
-  for (const rd::thread_view& t : s.threads) {
-    std::string base = pid + "," + prom_label("thread", t.name) + "," +
-                       prom_label("tid", std::to_string(t.tid)) + "," +
-                       prom_label("slot", std::to_string(t.slot));
-    if (own.contains(t)) base += ",memlive=\"true\"";  // memlive's own threads only
-    for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
-      if (detail::row_nonzero(t.counters[cls]))
-        rows.push_back({base + "," + prom_label("class", std::to_string(cls)) + "," +
-                            prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                        &t.counters[cls], detail::live_of(t.counters[cls])});
-    thread_labels.push_back(std::move(base));
-  }
-  const std::string exited_base = pid + ",thread=\"\",tid=\"0\",slot=\"exited\"";
-  for (unsigned cls = 0; cls < tl::kClassCount; ++cls)
-    if (detail::row_nonzero(s.exited[cls]))
-      rows.push_back({exited_base + "," + prom_label("class", std::to_string(cls)) + "," +
-                          prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                      &s.exited[cls], detail::live_of(s.exited[cls])});
-  return detail::prom_text(s, pid, rows, &thread_labels);
+  std::vector<detail::prom_source> one;
+  one.push_back(detail::prom_by_thread(s));
+  return detail::prom_text(one, true);
 }
 
 inline std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* floor) {
-  using detail::prom_label;
-  const std::string pid = prom_label("pid", std::to_string(s.pid));
-  const rd::counter_matrix totals = s.totals();
-  rd::counter_matrix sums = totals;
-  std::vector<detail::prom_row> rows;
-  for (unsigned cls = 0; cls < tl::kClassCount; ++cls) {
-    for (unsigned c = 0; c < tl::kCounterCount; ++c) {
-      // A total only grows: what reads lower is a slot left out, or a fold caught half done.
-      if (floor && !counter_is_gauge(c)) {
-        if (sums[cls][c] < (*floor)[cls][c]) sums[cls][c] = (*floor)[cls][c];
-        (*floor)[cls][c] = sums[cls][c];
-      }
-    }
-    if (detail::row_nonzero(sums[cls]))
-      rows.push_back({pid + "," + prom_label("class", std::to_string(cls)) + "," +
-                          prom_label("size", std::to_string(detail::class_size_of(s, cls))),
-                      &sums[cls], detail::live_of(totals[cls])});
-  }
-  return detail::prom_text(s, pid, rows, nullptr);
+  std::vector<detail::prom_source> one;
+  one.push_back(detail::prom_by_class(s, floor));
+  return detail::prom_text(one, false);
+}
+
+inline std::string to_prometheus(const std::vector<rd::snapshot>& all, bool by_class) {
+  std::vector<detail::prom_source> sources;
+  sources.reserve(all.size());
+  for (const rd::snapshot& s : all)
+    sources.push_back(by_class ? detail::prom_by_class(s, nullptr) : detail::prom_by_thread(s));
+  return detail::prom_text(sources, !by_class);
 }
 
 

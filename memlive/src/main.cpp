@@ -51,9 +51,10 @@ constexpr const char* kUsage =
     "verbs:\n"
     "  list [--clean]                      processes publishing a segment; --clean removes the\n"
     "                                      segments of processes that are gone\n"
-    "  snapshot --pid N [--format F] [--by B]\n"
-    "                                      one snapshot to stdout; F: json (default), csv,\n"
-    "                                      prometheus (B: thread or class)\n"
+    "  snapshot --pid N | --all [--format F] [--by B]\n"
+    "                                      one snapshot to stdout (--all: of every running\n"
+    "                                      process); F: json (default), csv, prometheus (B:\n"
+    "                                      thread or class)\n"
     "  tune --pid N name=value ...         change live thresholds (all validated first; none\n"
     "                                      applied if one is wrong); name=default resets one\n"
     "  record --pid N --interval MS --out FILE [--count N | --duration S] [--budget B]\n"
@@ -104,13 +105,18 @@ constexpr const char* kListHelp =
     "  --clean        also remove the segments of processes that are gone, and say how many\n"
     "  -h, --help     this text\n";
 constexpr const char* kSnapshotHelp =
-    "usage: memlive snapshot --pid N [--format json|csv|prometheus] [--by thread|class]\n"
+    "usage: memlive snapshot --pid N | --all [--format json|csv|prometheus] [--by thread|class]\n"
     "\n"
     "Prints one snapshot of the process's counters. A segment left by a process that is gone is\n"
     "still printed, with a note on stderr.\n"
     "\n"
     "options:\n"
-    "  --pid N        the process (required; `memlive list` shows the candidates)\n"
+    "  --pid N        the process (`memlive list` shows the candidates)\n"
+    "  --all          every running process that publishes a segment instead, in one output:\n"
+    "                 json, one line per process; csv, one header; prometheus, each family\n"
+    "                 once (for node_exporter's textfile collector: --by class). Gone ones are\n"
+    "                 left out; one that cannot be read is said on stderr and sets the exit\n"
+    "                 code, the others are printed all the same\n"
     "  --format F     json (default): one object, schema memlive.snapshot/1 (memlive/README.md);\n"
     "                 csv: one row per thread and size class with a non-zero counter;\n"
     "                 prometheus: text exposition format 0.0.4\n"
@@ -332,6 +338,7 @@ struct args {
   std::string out;
   long long interval_ms = -1, count = -1, duration_s = -1;
   bool clean = false, help = false;
+  bool all = false;                  // snapshot --all
   std::vector<std::string> positional;
   std::string lib;                   // run --lib
   bool exit_when_done = false;       // run --exit-when-done
@@ -370,12 +377,12 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       *error = "unknown option '" + arg + "'";
       return false;
     }
-    if (arg == "--clean" || arg == "--exit-when-done") {
+    if (arg == "--clean" || arg == "--exit-when-done" || arg == "--all") {
       if (inline_value) {  // --clean=false must not clean
         *error = "option " + arg + " takes no value";
         return false;
       }
-      (arg == "--clean" ? a->clean : a->exit_when_done) = true;
+      (arg == "--clean" ? a->clean : arg == "--all" ? a->all : a->exit_when_done) = true;
       continue;
     }
     if (!inline_value) {
@@ -571,11 +578,82 @@ bool exec_d_away(const rd::snapshot& last) {
   return last.ok() && rd::segment_owner_alive(last.pid, last.start_ns);
 }
 
+// The note for a snapshot with threads in the overflow slot (`who`: "" or "process N: ").
+void overflow_note(const rd::snapshot& s, const std::string& who) {
+  if (s.overflow_threads == 0) return;
+  std::fprintf(stderr,
+               "memlive: note: %s%llu thread heap(s) got no slot of their own: their threads "
+               "share the overflow slot (slot %u), whose counts are their sum as of each one's "
+               "last 256th slow path (the totals miss the rest); start the process with a "
+               "larger LIVEALLOC_TELEMETRY_SLOTS (now %u) to see each\n",
+               who.c_str(), static_cast<unsigned long long>(s.overflow_threads),
+               s.slot_count ? s.slot_count - 1 : 0, s.slot_count);
+}
+
+int write_stdout(const std::string& out) {
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    return fail(static_cast<error_kind>(1), std::string("writing stdout: ") + strerror(errno));
+  return 0;
+}
+
+// snapshot --all: every running process that publishes a segment in --dir, in one output. The
+// segments it cannot read are said on stderr, and the exit code is the first one's; the others
+// are printed all the same (a textfile collector then keeps the processes it could read).
+int snapshot_all(const args& a) {
+  std::string err;
+  const std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
+  if (!err.empty()) {  // err: "DIR: why", and errno still opendir's
+    const bool denied = errno == EACCES || errno == EPERM;
+    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
+  }
+  std::vector<rd::snapshot> shots;
+  int code = 0, gone = 0;
+  for (const rd::segment_entry& e : entries) {
+    if (!e.alive) {  // its last state is not news: `snapshot --pid` still shows it
+      ++gone;
+      continue;
+    }
+    memlive::open_result r = memlive::open_segment(e.pid, false, a.dir);
+    rd::snapshot s;
+    if (r.segment) s = r.segment->take();
+    if (r.segment && s.ok() && !s.process_alive) {  // it ended meanwhile
+      ++gone;
+      continue;
+    }
+    if (!r.segment || !s.ok()) {
+      const int c = fail(r.segment ? error_kind::bad_segment : r.kind,
+                         r.segment ? r.segment->path() + ": " + s.error : r.error);
+      if (r.kind != error_kind::no_process && r.kind != error_kind::no_segment && code == 0)
+        code = c;  // a process that ended or unlinked its segment meanwhile is no failure
+      continue;
+    }
+    overflow_note(s, "process " + std::to_string(e.pid) + ": ");
+    shots.push_back(std::move(s));
+  }
+  if (shots.empty() && code == 0)
+    std::fprintf(stderr, "memlive: note: no running process publishes a segment in %s%s\n",
+                 a.dir.c_str(),
+                 gone ? (" (" + std::to_string(gone) + " of gone ones left; `memlive list "
+                         "--clean` removes them)").c_str() : "");
+  std::string out;
+  if (a.format == "prometheus") {
+    out = memlive::to_prometheus(shots, a.by == "class");
+  } else {
+    for (std::size_t i = 0; i < shots.size(); ++i)
+      out += a.format == "csv" ? memlive::to_csv(shots[i], i == 0) : memlive::to_json(shots[i]) + "\n";
+    if (a.format == "csv" && shots.empty()) out = memlive::to_csv(rd::snapshot{}, true);
+  }
+  const int w = write_stdout(out);
+  return w ? w : code;
+}
+
 int cmd_snapshot(const args& a) {
-  if (!a.have_pid) return usage_error("--pid N is required", kSnapshotHelp);
+  if (a.all && a.have_pid) return usage_error("--all and --pid exclude each other", kSnapshotHelp);
+  if (!a.have_pid && !a.all) return usage_error("--pid N (or --all) is required", kSnapshotHelp);
   if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   if (!a.by.empty() && a.format != "prometheus")
     return usage_error("--by goes with --format prometheus", kSnapshotHelp);
+  if (a.all) return snapshot_all(a);
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
@@ -587,21 +665,12 @@ int cmd_snapshot(const args& a) {
                                   "this is the stale segment of its earlier image\n"
                                 : "memlive: note: process %d is gone; this is its stale segment\n",
                  a.pid);
-  if (s.overflow_threads > 0)
-    std::fprintf(stderr,
-                 "memlive: note: %llu thread heap(s) got no slot of their own: their threads "
-                 "share the overflow slot (slot %u), whose counts are their sum as of each one's "
-                 "last 256th slow path (the totals miss the rest); start the process with a "
-                 "larger LIVEALLOC_TELEMETRY_SLOTS (now %u) to see each\n",
-                 static_cast<unsigned long long>(s.overflow_threads),
-                 s.slot_count ? s.slot_count - 1 : 0, s.slot_count);
-  std::string out = a.format == "csv"          ? memlive::to_csv(s)
-                    : a.format == "prometheus" ? (a.by == "class" ? memlive::to_prometheus_by_class(s)
-                                                                  : memlive::to_prometheus(s))
-                                               : memlive::to_json(s) + "\n";
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
-    return fail(static_cast<error_kind>(1), std::string("writing stdout: ") + strerror(errno));
-  return 0;
+  overflow_note(s, "");
+  return write_stdout(a.format == "csv"          ? memlive::to_csv(s)
+                      : a.format == "prometheus" ? (a.by == "class"
+                                                        ? memlive::to_prometheus_by_class(s)
+                                                        : memlive::to_prometheus(s))
+                                                 : memlive::to_json(s) + "\n");
 }
 
 // A segment whose process_alive() is false: its process is gone (exit 3), or it exec'd a program
@@ -1500,7 +1569,7 @@ int main(int argc, char** argv) {
   };
   static const verb_info kVerbs[] = {
       {"list", "--clean", kListHelp, cmd_list},
-      {"snapshot", "--pid --format --by", kSnapshotHelp, cmd_snapshot},
+      {"snapshot", "--pid --all --format --by", kSnapshotHelp, cmd_snapshot},
       {"tune", "--pid", tune_help(), cmd_tune},
       {"record", "--pid --interval --out --count --duration --budget", kRecordHelp,
        cmd_record},

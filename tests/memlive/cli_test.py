@@ -692,7 +692,9 @@ def check_errors(ml, workload_pid, tmp):
     spaced_lib = os.path.join(spaced_dir, "liblivealloc.so")
     shutil.copyfile(os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"), spaced_lib)
     usage = [
-        ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N is required"),
+        ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N (or --all) is required"),
+        (["snapshot", "--all", "--pid", "1"], "--all and --pid exclude each other"),
+        (["snapshot", "--all=yes"], "option --all takes no value"),
         (["snapshot", "--pid", "1", "--format", "xml"], "not json, csv or prometheus"),
         (["snapshot", "--pid", "1", "--format", "prometheus", "--by", "tid"],
          "not thread or class"),
@@ -1777,6 +1779,94 @@ def listed(ml, pid):
     return None
 
 
+def only_pid(text, pid):
+    """The Prometheus text's comment lines and the samples of process `pid`."""
+    return "\n".join(ln for ln in text.splitlines()
+                     if ln.startswith("#") or 'pid="%d"' % pid in ln) + "\n"
+
+
+def check_snapshot_all(ml, wl, w, tmp):
+    """`snapshot --all`: every running process in one output, each as `--pid` shows it; gone
+    segments left out, a broken one said on stderr (exit 6) with the others still printed."""
+    w2 = Workload(wl)
+    try:
+        r = run([ml, "snapshot", "--all"])
+        shots = {}
+        for ln in r.stdout.splitlines():
+            j = json.loads(ln)
+            shots[j["pid"]] = j
+        check(r.returncode == 0 and w.pid in shots and w2.pid in shots,
+              "snapshot --all: exit 0, one JSON line per process, both workloads among them "
+              "(%d lines, %s)" % (len(shots), r.stderr.strip()))
+        for pid in (w.pid, w2.pid):
+            if pid in shots:
+                check_json(shots[pid], expected(shots[pid]["class_sizes"]))
+        want = expected(shots[w.pid]["class_sizes"]) if w.pid in shots else {}
+        r = run([ml, "snapshot", "--all", "--format", "csv"])
+        lines = r.stdout.splitlines()
+        check(r.returncode == 0 and sum(ln.startswith("taken_ns,") for ln in lines) == 1,
+              "snapshot --all --format csv: one header for all processes")
+        for pid in (w.pid, w2.pid):
+            check_csv("\n".join([lines[0]] + [ln for ln in lines[1:]
+                                              if ln.split(",")[1] == str(pid)]) + "\n",
+                      want, pid)
+        r = run([ml, "snapshot", "--all", "--format", "prometheus"])
+        types = [ln.split()[2] for ln in r.stdout.splitlines() if ln.startswith("# TYPE ")]
+        check(r.returncode == 0 and len(types) == len(set(types)) and
+              "livealloc_thread_slow_paths_total" in types,
+              "snapshot --all --format prometheus: each family once (%d)" % len(types))
+        for pid in (w.pid, w2.pid):
+            check_prometheus(only_pid(r.stdout, pid), want, pid)
+            info = 'livealloc_process_info{pid="%d",program="memlive_workload"} 1' % pid
+            check(info in r.stdout.splitlines(), "prometheus --all: %s" % info)
+        # A family's samples stay together, under its TYPE: the format requires it.
+        fams = [ln.split("{")[0] for ln in r.stdout.splitlines() if not ln.startswith("#")]
+        runs = [f for i, f in enumerate(fams) if i == 0 or fams[i - 1] != f]
+        check(len(runs) == len(set(runs)), "prometheus --all: no family is split in two")
+        r = run([ml, "snapshot", "--all", "--format", "prometheus", "--by", "class"])
+        one = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus", "--by", "class"])
+        series = ("livealloc_allocs_total{", "livealloc_frees_total{", "livealloc_live_blocks{",
+                  "livealloc_requested_bytes_total{")
+        planned = set('class="%d"' % c for classes in want.values() for c in classes)
+        pick = lambda text: sorted(  # the planned classes: the ticker thread's counts move
+            ln for ln in text.splitlines() if ln.startswith(series) and 'pid="%d"' % w.pid in ln
+            and any(c in ln for c in planned))
+        check(r.returncode == 0 and "thread=" not in r.stdout and pick(r.stdout) and
+              pick(r.stdout) == pick(one.stdout),
+              "snapshot --all --by class: the process's classes as --pid --by class gives them")
+
+        # In a directory of its own: a copy of w's segment, one named for a gone pid (left
+        # out), a broken one for w2 (said, exit 6; w still printed), an empty directory.
+        d, copy = fake_segment(w.pid, tmp, "all")
+        held = FakeValidator(copy)  # holds the copy's lock, as its live owner would
+        shutil.copyfile("/dev/shm/livealloc.%d" % w.pid, os.path.join(d, "livealloc.%d" %
+                                                                       free_pid()))
+        with open(os.path.join(d, "livealloc.%d" % w2.pid), "wb") as f:
+            f.write(b"not a segment")
+        r = run([ml, "snapshot", "--all", "--dir", d])
+        pids = [json.loads(ln)["pid"] for ln in r.stdout.splitlines()]
+        err = r.stderr.splitlines()
+        check(r.returncode == 6 and pids == [w.pid] and len(err) == 1 and
+              err[0].startswith("memlive: snapshot: %s/livealloc.%d: " % (d, w2.pid)),
+              "snapshot --all: a broken segment is said (exit 6), the readable one printed, the "
+              "gone one left out (%d, %s, %s)" % (r.returncode, pids, r.stderr.strip()))
+        held.close()
+        empty = os.path.join(tmp, "none")
+        os.mkdir(empty)
+        r = run([ml, "snapshot", "--all", "--dir", empty, "--format", "prometheus"])
+        check(r.returncode == 0 and r.stdout.startswith("# HELP ") and
+              all(ln.startswith("#") for ln in r.stdout.splitlines()) and
+              "no running process" in r.stderr,
+              "snapshot --all of a directory without segments: exit 0, no series, a note (%s)" %
+              r.stderr.strip())
+        r = run([ml, "snapshot", "--all", "--dir", empty, "--format", "csv"])
+        check(r.returncode == 0 and r.stdout.startswith("taken_ns,pid,") and
+              r.stdout.count("\n") == 1, "snapshot --all --format csv with none: the header")
+        check(w2.stop() == 0, "the second workload exits 0")
+    finally:
+        w2.kill()
+
+
 def cmd_cli(ml, wl):
     w = Workload(wl)
     tmp = tempfile.mkdtemp(prefix="memlive-test-")
@@ -1795,6 +1885,7 @@ def cmd_cli(ml, wl):
             r = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus"])
             check(r.returncode == 0, "snapshot --format prometheus: exit 0")
             check_prometheus(r.stdout, want, w.pid)
+        check_snapshot_all(ml, wl, w, tmp)
         check_overflow_note(ml, wl)
         check_tune(ml, w.pid)
         check_tune_writers_defaults_ranges(ml, w.pid, tmp)
@@ -2007,6 +2098,14 @@ def cmd_promtool(ml, wl):
               "livealloc_allocs_total{" in r.stdout,
               "snapshot --format prometheus --by class: exit 0, no thread labels, promtool "
               "accepts it: %s%s" % (p.stdout, p.stderr))
+        # Every process in one text (the workload among them), as a textfile collector takes it.
+        for by in ("thread", "class"):
+            r = run([ml, "snapshot", "--all", "--format", "prometheus", "--by", by])
+            p = run([promtool, "check", "metrics"], input=r.stdout)
+            check(r.returncode == 0 and p.returncode == 0 and
+                  'livealloc_process_info{pid="%d",' % w.pid in r.stdout,
+                  "snapshot --all --format prometheus --by %s: promtool accepts it: %s%s" %
+                  (by, p.stdout, p.stderr))
         # The same text over HTTP, as a scraper gets it: GET /metrics of `memlive serve`.
         srv = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -562,6 +562,8 @@ TEST_CASE("Prometheus text: every sample of every family carries the snapshot's 
       {"options_rejected_total", s.rejected}};
   for (const auto& [name, v] : per_process)
     want["livealloc_" + std::string(name) + "{" + pid + "}"] = std::to_string(v);
+  s.program = "a \"quoted\" \\ program";
+  want["livealloc_process_info{" + pid + ",program=\"a \\\"quoted\\\" \\\\ program\"}"] = "1";
   for (const rd::option_view& o : s.options)
     want["livealloc_option_effective{" + pid + ",option=\"" + o.name + "\"}"] =
         std::to_string(o.effective);
@@ -574,6 +576,44 @@ TEST_CASE("Prometheus text: every sample of every family carries the snapshot's 
   }
   CHECK(got.size() == want.size());  // and nothing else
   CHECK(want.count("livealloc_option_effective{pid=\"4242\",option=\"negative\"}") == 1);
+}
+
+TEST_CASE("Prometheus text of several processes: each family once, every process's samples") {
+  std::vector<rd::snapshot> all;
+  for (int pid : {101, 202, 303}) {
+    all.push_back(make_snapshot(static_cast<unsigned>(pid / 100), false));
+    all.back().pid = pid;
+    all.back().program = "prog" + std::to_string(pid);
+  }
+  for (bool by_class : {false, true}) {
+    INFO("by_class ", by_class);
+    const std::string text = memlive::to_prometheus(all, by_class);
+    // The samples are those of each process alone, and nothing else.
+    std::map<std::string, std::string> want;
+    for (const rd::snapshot& s : all)
+      for (const auto& kv : prom_samples(by_class ? memlive::to_prometheus_by_class(s)
+                                                  : memlive::to_prometheus(s)))
+        CHECK(want.insert(kv).second);
+    CHECK(prom_samples(text) == want);
+    CHECK(want.count("livealloc_process_info{pid=\"202\",program=\"prog202\"}") == 1);
+    // Each family once, and its samples together after its TYPE line.
+    std::set<std::string> types, seen;
+    std::string current;
+    for (const std::string& line : lines_of(text)) {
+      if (line.rfind("# TYPE ", 0) == 0) {
+        current = line.substr(7, line.find(' ', 7) - 7);
+        CHECK(types.insert(current).second);
+      } else if (!line.empty() && line[0] != '#') {
+        const std::string family = line.substr(0, line.find('{'));
+        CHECK(family == current);
+        seen.insert(family);
+      }
+    }
+    CHECK(seen == types);
+    CHECK(types.count("livealloc_thread_flushes_total") == (by_class ? 0u : 1u));
+  }
+  // None: the families' HELP and TYPE lines, no sample.
+  CHECK(prom_samples(memlive::to_prometheus(std::vector<rd::snapshot>{}, true)).empty());
 }
 
 TEST_CASE("CSV: the exited totals' row carries every value") {
@@ -766,9 +806,9 @@ TEST_CASE("serialising 64 threads x 53 classes (timed, printed)") {
     CHECK(lines_of(memlive::to_csv(s)).size() == 1 + rows);
     CHECK(csv_size == memlive::to_csv(s).size());
     const std::map<std::string, std::string> samples = prom_samples(buf);
-    // Per row: 16 counter families and live_blocks; per thread: 5; then the process's 14 and
+    // Per row: 16 counter families and live_blocks; per thread: 5; then the process's 15 and
     // one per option.
-    CHECK(samples.size() == rows * (tl::kCounterCount + 1) + 64 * 5 + 14 + s.options.size());
+    CHECK(samples.size() == rows * (tl::kCounterCount + 1) + 64 * 5 + 15 + s.options.size());
   }
 }
 
