@@ -640,7 +640,8 @@ int snapshot_all(const args& a) {
     out = memlive::to_prometheus(shots, a.by == "class");
   } else {
     for (std::size_t i = 0; i < shots.size(); ++i)
-      out += a.format == "csv" ? memlive::to_csv(shots[i], i == 0) : memlive::to_json(shots[i]) + "\n";
+      out += a.format == "csv" ? memlive::to_csv(shots[i], i == 0)
+                               : memlive::to_json(shots[i]) + "\n";
     if (a.format == "csv" && shots.empty()) out = memlive::to_csv(rd::snapshot{}, true);
   }
   const int w = write_stdout(out);

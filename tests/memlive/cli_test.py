@@ -692,7 +692,8 @@ def check_errors(ml, workload_pid, tmp):
     spaced_lib = os.path.join(spaced_dir, "liblivealloc.so")
     shutil.copyfile(os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"), spaced_lib)
     usage = [
-        ([], "no verb"), (["frobnicate"], "unknown verb"), (["snapshot"], "--pid N (or --all) is required"),
+        ([], "no verb"), (["frobnicate"], "unknown verb"),
+        (["snapshot"], "--pid N (or --all) is required"),
         (["snapshot", "--all", "--pid", "1"], "--all and --pid exclude each other"),
         (["snapshot", "--all=yes"], "option --all takes no value"),
         (["snapshot", "--pid", "1", "--format", "xml"], "not json, csv or prometheus"),
