@@ -1731,6 +1731,9 @@ class server {
  public:
   // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
   explicit server(std::unique_ptr<rd::segment> seg) : seg_(std::move(seg)), pid_(seg_->pid()) {}
+  // Serves every running process that publishes a segment in `dir` (`memlive serve --all`):
+  // /metrics of all of them, read at each request, and /healthz; no page, no other endpoint.
+  explicit server(std::string dir) : pid_(0), all_dir_(std::move(dir)) {}
   ~server() { stop(); }
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -1788,6 +1791,7 @@ class server {
   response baseline_request(mg_connection* conn, const std::string& method);
   response since_response(const char* query);
   response metrics_response(const char* query);
+  response metrics_all_response(const char* query);  // serve --all
   response read_json_body(mg_connection* conn, std::string* body);  // code 0: fine
   void sampler();
   std::uint64_t history_step_ms() const {  // one history sample per this many ms
@@ -1801,6 +1805,7 @@ class server {
 
   std::unique_ptr<rd::segment> seg_;  // replaced under seg_mutex_ when the process calls exec
   const std::int32_t pid_;
+  const std::string all_dir_;  // serve --all: the directory of the segments; seg_ is null
   mg_context* ctx_ = nullptr;
   int port_ = 0;
   std::vector<int> listen_fds_;
@@ -1828,6 +1833,8 @@ class server {
 
   std::mutex floor_mutex_;  // /metrics?by=class: the largest totals reported (to_prometheus_by_class)
   rd::counter_matrix floor_{};
+  // serve --all: the floor of each process (pid, start_ns) in the last answer, under floor_mutex_
+  std::map<std::pair<std::int32_t, std::uint64_t>, rd::counter_matrix> floors_;
   std::uint64_t floor_start_ns_ = 0;
 
   std::mutex baseline_mutex_;
@@ -2147,7 +2154,9 @@ inline int server::handle(mg_connection* conn) {
   const std::string path = ri->local_uri_raw ? ri->local_uri_raw : "";
   const bool get = method == "GET" || head;
   const char* allow = "GET, HEAD";
-  if (path == "/api/options") {
+  const bool all = seg_ == nullptr;  // serve --all
+  if (all) {
+  } else if (path == "/api/options") {
     allow = "GET, HEAD, POST";
     if (method == "POST") {
       r = post_options(conn);
@@ -2162,10 +2171,11 @@ inline int server::handle(mg_connection* conn) {
       return r.code;
     }
   }
-  const web_file* file = find_web_file(path);
-  const bool known = file || path == "/" || path == "/healthz" || path == "/api/snapshot" ||
-                     path == "/metrics" || path == "/api/options" || path == "/api/stream" ||
-                     path == "/favicon.ico" || path == "/api/history" || path == "/api/baseline";
+  const web_file* file = all ? nullptr : find_web_file(path);
+  const bool known = path == "/" || path == "/healthz" || path == "/metrics" ||
+                     (!all && (file || path == "/api/snapshot" || path == "/api/options" ||
+                               path == "/api/stream" || path == "/favicon.ico" ||
+                               path == "/api/history" || path == "/api/baseline"));
   struct big_turn {  // released when the answer has been sent
     server* s = nullptr;
     ~big_turn() {
@@ -2187,7 +2197,9 @@ inline int server::handle(mg_connection* conn) {
   std::string query_error, query_field;
   if (!known) {
     r.code = 404;
-    r.body = json_error("no such endpoint: " + path, nullptr);
+    r.body = json_error("no such endpoint: " + path +
+                            (all ? " (memlive serve --all answers /metrics and /healthz)" : ""),
+                        nullptr);
   } else if (!get) {
     r.code = 405;
     r.body = json_error(
@@ -2200,6 +2212,23 @@ inline int server::handle(mg_connection* conn) {
   } else if (path == "/api/stream") {
     stream(conn, ri->query_string, head);
     return 200;
+  } else if (all && path == "/metrics") {
+    r = metrics_all_response(ri->query_string);
+  } else if (all && path == "/healthz") {
+    writer w(r.body);
+    w.raw("{\"ok\":true,\"all\":true");
+    json_field(w, "uptime_ms", steady_ms() - started_ms_);
+    w.raw(",\"version\":\"");
+    w.raw(version_string());
+    w.raw("\"}");
+  } else if (all) {  // "/"
+    r.type = "text/html; charset=utf-8";
+    r.body = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+             "<title>memlive</title></head>\n<body><h1>memlive</h1>\n"
+             "<p>The counters of every profiled process of this machine, for Prometheus: "
+             "<a href=\"/metrics\">/metrics</a> (a series per thread and size class), "
+             "<a href=\"/metrics?by=class\">/metrics?by=class</a> (per size class). "
+             "The live page is <code>memlive serve --pid N</code>'s.</p>\n</body></html>\n";
   } else if (path == "/healthz") {
     writer w(r.body);
     w.raw("{\"ok\":true");
@@ -2540,18 +2569,82 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
 
 // GET /api/snapshot?since=baseline (a query without `since`: the plain snapshot).
 // GET /metrics, ?by=thread (the default) or ?by=class.
-inline server::response server::metrics_response(const char* query) {
-  response r;
+// A message made safe for one comment line of a Prometheus text: control bytes become '?'.
+inline std::string printable_comment(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return text;
+}
+
+// /metrics's ?by: false (thread, the default) or true (class); on a bad value, *code is 400 and
+// *body says why.
+inline bool metrics_by_class(const char* query, int* code, std::string* body) {
   char value[16];
   const int n = query_var(query, "by", value, sizeof value);
   const bool by_class = n >= 0 && std::strcmp(value, "class") == 0;
   const bool by_thread = n == -1 || (n >= 0 && std::strcmp(value, "thread") == 0);
   if (!by_class && !by_thread) {
     const std::string field = "by";
-    r.code = 400;
-    r.body = json_error(query_problem(field, n) + "'thread' or 'class'", &field);
+    *code = 400;
+    *body = json_error(query_problem(field, n) + "'thread' or 'class'", &field);
+  }
+  return by_class;
+}
+
+inline server::response server::metrics_all_response(const char* query) {
+  response r;
+  const bool by_class = metrics_by_class(query, &r.code, &r.body);
+  if (r.code != 200) return r;
+  std::string err;
+  const std::vector<rd::segment_entry> entries = rd::list_segments(all_dir_, &err);
+  if (!err.empty()) {
+    r.code = 503;
+    r.body = json_error("cannot read " + err, nullptr);
     return r;
   }
+  // Processes that cannot be read are named in comment lines, which scrapers skip.
+  std::string skipped;
+  std::vector<rd::snapshot> shots;
+  for (const rd::segment_entry& e : entries) {
+    if (!e.alive) continue;
+    open_result o = open_segment(e.pid, false, all_dir_);
+    rd::snapshot s;
+    if (o.segment) s = o.segment->take();
+    if (o.segment && s.ok() && !s.process_alive) continue;  // ended meanwhile
+    if (!o.segment || !s.ok()) {
+      if (o.kind != error_kind::no_process && o.kind != error_kind::no_segment)
+        skipped += "# memlive: left out: " +
+                   printable_comment(o.segment ? o.segment->path() + ": " + s.error : o.error) +
+                   "\n";
+      continue;
+    }
+    shots.push_back(std::move(s));
+  }
+  r.type = kPrometheusContentType;
+  std::vector<prom_source> sources;
+  sources.reserve(shots.size());
+  if (by_class) {
+    std::lock_guard<std::mutex> lock(floor_mutex_);
+    std::map<std::pair<std::int32_t, std::uint64_t>, rd::counter_matrix> next;
+    for (const rd::snapshot& s : shots) {
+      const auto key = std::make_pair(s.pid, s.start_ns);  // a new program or pid starts anew
+      const auto old = floors_.find(key);
+      rd::counter_matrix& floor = next[key];
+      if (old != floors_.end()) floor = old->second;
+      sources.push_back(prom_by_class(s, &floor));
+    }
+    floors_ = std::move(next);  // the processes gone are forgotten
+  } else {
+    for (const rd::snapshot& s : shots) sources.push_back(prom_by_thread(s));
+  }
+  r.body = skipped + prom_text(sources, !by_class);
+  return r;
+}
+
+inline server::response server::metrics_response(const char* query) {
+  response r;
+  const bool by_class = metrics_by_class(query, &r.code, &r.body);
+  if (r.code != 200) return r;
   rd::snapshot s;
   if (!take_or_503(&s, &r)) return r;
   r.type = kPrometheusContentType;
@@ -2903,7 +2996,7 @@ inline status server::start(const options& o) {
   listen_fds_ = listening_sockets(port_);
   started_ms_ = steady_ms();
   try {
-    sampler_ = std::thread(&server::sampler, this);
+    if (seg_) sampler_ = std::thread(&server::sampler, this);  // serve --all keeps no history
   } catch (const std::system_error& e) {
     stop();
     return fail(start_error::server, std::string("no history thread: ") + e.what());

@@ -65,6 +65,7 @@ constexpr const char* kUsage =
     "  serve --pid N [--host H] [--port P] [--interval MS]\n"
     "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
     "                                      default; port 0 picks a free one) until Ctrl-C\n"
+    "  serve --all [--host H] [--port P]   /metrics of every profiled process, for Prometheus\n"
     "  run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done] -- program args\n"
     "                                      start the program with liblivealloc.so preloaded and\n"
     "                                      profiling on, and serve it like serve (exit: its "
@@ -253,6 +254,7 @@ constexpr const char* kCheckHelp =
 
 constexpr const char* kServeHelp =
     "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
+    "       memlive serve --all [--host H] [--port P]\n"
     "\n"
     "Serves the process's telemetry over HTTP at http://H:P/: the live page, /api/snapshot,\n"
     "/api/stream, /api/options (GET, POST to tune), /api/history, /api/baseline, /metrics,\n"
@@ -260,9 +262,14 @@ constexpr const char* kServeHelp =
     "it says so and keeps serving its last state. Tuning needs write access to the segment (the\n"
     "process's user); without it the options are read-only. A process that calls exec is\n"
     "followed into its new segment (the same pid).\n"
+    "With --all, serves /metrics of every running process that publishes a segment, read at\n"
+    "each request (a series per thread and class, ?by=class per class; each process's\n"
+    "livealloc_process_info names its program; a segment that cannot be read is named in a\n"
+    "comment line), and /healthz: one Prometheus target for the whole machine.\n"
     "\n"
     "options:\n"
-    "  --pid N        the process (required)\n"
+    "  --pid N        the process\n"
+    "  --all          every profiled process instead (/metrics only)\n"
     "  --host H       the IPv4 address to listen on: 127.0.0.1 (default), localhost, or an\n"
     "                 address of this machine (the page then answers other machines, with no\n"
     "                 authentication); not 0.0.0.0\n"
@@ -1187,18 +1194,62 @@ int cmd_check(const args& a) {
   return over ? static_cast<int>(error_kind::over_budget) : 0;
 }
 
+// Starts `srv`: 0, or the exit code of the error it said.
+int start_server(memlive::detail::server& srv, const memlive::options& opts, int* port) {
+  const memlive::status st = srv.start(opts);
+  *port = st.port;
+  if (st) return 0;
+  switch (st.error) {
+    case memlive::start_error::port_in_use:
+      return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
+    case memlive::start_error::permission:
+      return fail(error_kind::permission, st.message + "; " + kOtherPort);
+    case memlive::start_error::bad_host:
+    case memlive::start_error::bad_options:
+      return usage_error(st.message, kServeHelp);
+    default:
+      return fail(static_cast<error_kind>(1), st.message);
+  }
+}
+
+// serve --all: /metrics of every running process in --dir, until SIGINT/SIGTERM.
+int serve_all(const args& a, const memlive::options& opts) {
+  std::string err;
+  rd::list_segments(a.dir, &err);  // a directory that cannot be read is said now, not per scrape
+  if (!err.empty()) {
+    const bool denied = errno == EACCES || errno == EPERM;
+    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
+  }
+  catch_stop_signals();
+  memlive::detail::server srv(a.dir);
+  int port = 0;
+  if (const int code = start_server(srv, opts, &port)) return code;
+  std::printf("memlive: serving every profiled process of %s at http://%s:%d/metrics "
+              "(Ctrl-C stops)\n",
+              a.dir.c_str(), opts.host.c_str(), port);
+  std::fflush(stdout);
+  std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
+  while (!g_stop) sleep_until(monotonic_ms() + 100);
+  srv.stop();
+  std::printf("memlive: stopped\n");
+  return 0;
+}
+
 int cmd_serve(const args& a) {
-  if (!a.have_pid) return usage_error("--pid N is required", kServeHelp);
+  if (a.all && a.have_pid) return usage_error("--all and --pid exclude each other", kServeHelp);
+  if (!a.have_pid && !a.all) return usage_error("--pid N (or --all) is required", kServeHelp);
   if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   memlive::options opts;
   opts.host = a.host;
   opts.port = static_cast<int>(a.port);
   if (a.interval_ms >= 0) {
+    if (a.all) return usage_error("--interval is the stream's: not with --all", kServeHelp);
     if (a.interval_ms < memlive::detail::kMinStreamMs ||
         a.interval_ms > memlive::detail::kMaxStreamMs)
       return usage_error("--interval must be from 50 to 60000 ms", kServeHelp);
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
+  if (a.all) return serve_all(a, opts);
   // Writable when we may (POST /api/options tunes), else read-only.
   memlive::open_result r = memlive::open_segment(a.pid, true, a.dir);
   bool read_only = false;
@@ -1215,22 +1266,10 @@ int cmd_serve(const args& a) {
   catch_stop_signals();
 
   memlive::detail::server srv(std::move(r.segment));
-  const memlive::status st = srv.start(opts);
-  if (!st) {
-    switch (st.error) {
-      case memlive::start_error::port_in_use:
-        return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
-      case memlive::start_error::permission:
-        return fail(error_kind::permission, st.message + "; " + kOtherPort);
-      case memlive::start_error::bad_host:
-      case memlive::start_error::bad_options:
-        return usage_error(st.message, kServeHelp);
-      default:
-        return fail(static_cast<error_kind>(1), st.message);
-    }
-  }
+  int port = 0;
+  if (const int code = start_server(srv, opts, &port)) return code;
   std::printf("memlive: serving process %d at http://%s:%d/ (Ctrl-C stops)%s\n", a.pid,
-              opts.host.c_str(), st.port, read_only ? "; read-only segment: tuning disabled" : "");
+              opts.host.c_str(), port, read_only ? "; read-only segment: tuning disabled" : "");
   std::fflush(stdout);
   std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
   bool gone_noted = false;
@@ -1575,7 +1614,7 @@ int main(int argc, char** argv) {
       {"record", "--pid --interval --out --count --duration --budget", kRecordHelp,
        cmd_record},
       {"check", "", kCheckHelp, cmd_check},
-      {"serve", "--pid --host --port --interval", kServeHelp, cmd_serve},
+      {"serve", "--pid --all --host --port --interval", kServeHelp, cmd_serve},
       {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},
   };
   if (verb == "--help" || verb == "-h" || verb == "help") {  // memlive help [VERB]

@@ -26,6 +26,7 @@ Every failed check is printed; the exit code is 1 if any failed.
 import argparse
 import csv
 import fcntl
+import http.client
 import io
 import json
 import mmap
@@ -720,7 +721,9 @@ def check_errors(ml, workload_pid, tmp):
           "--duration"], "option --duration needs a value"),
         (["list", "--bogus"], "unknown option"),
         (["tune", "--pid", str(workload_pid)], "at least one name=value"),
-        (["serve"], "--pid N is required"),
+        (["serve"], "--pid N (or --all) is required"),
+        (["serve", "--all", "--pid", "1"], "--all and --pid exclude each other"),
+        (["serve", "--all", "--interval", "100"], "not with --all"),
         (["serve", "--pid", str(workload_pid), "--port", "70000"], "from 0 to 65535"),
         (["serve", "--pid", str(workload_pid), "--port", "0", "--interval", "20"],
          "from 50 to 60000"),
@@ -1786,6 +1789,81 @@ def only_pid(text, pid):
                      if ln.startswith("#") or 'pid="%d"' % pid in ln) + "\n"
 
 
+def http_request(port, path, method="GET", headers=None):
+    """(status, body) of a request to 127.0.0.1:port; http.client sends the Host we give."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request(method, path, headers=headers or {})
+        resp = c.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        c.close()
+
+
+def start_serve_all(ml, args=()):
+    """`memlive serve --all --port 0 ARGS`: the process and its port (None if it did not say)."""
+    srv = subprocess.Popen([ml, "serve", "--all", "--port", "0"] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    m = re.search(r"^memlive: serving every profiled process of .* at "
+                  r"http://127\.0\.0\.1:(\d+)/metrics ", srv.stdout.readline())
+    return srv, int(m.group(1)) if m else None
+
+
+def check_serve_all(ml, w, w2, want, one_by_class, d):
+    """`serve --all`: /metrics of every running process, read at each request; /healthz; nothing
+    else. `d`: a directory with w's segment, a gone one and a broken one for w2."""
+    srv, port = start_serve_all(ml, ["--dir", d])
+    try:
+        st, text = http_request(port, "/metrics") if port else (0, "")
+        comments = [ln for ln in text.splitlines() if ln.startswith("# memlive: ")]
+        check(st == 200 and len(comments) == 1 and
+              comments[0].startswith("# memlive: left out: %s/livealloc.%d: " % (d, w2.pid)) and
+              'livealloc_process_info{pid="%d",' % w.pid in text and text.count(
+                  "livealloc_process_info{") == 1,
+              "serve --all: a broken segment is named in a comment, the gone one left out, the "
+              "live one served (%s)" % comments)
+    finally:
+        terminate(srv)
+    srv, port = start_serve_all(ml)
+    try:
+        if not check(port is not None, "serve --all prints its URL"):
+            return
+        st, text = http_request(port, "/metrics")
+        check(st == 200, "serve --all: GET /metrics 200")
+        for pid in (w.pid, w2.pid):
+            check_prometheus(only_pid(text, pid), want, pid)
+        st, text = http_request(port, "/metrics?by=class")
+        check(st == 200 and pick_planned(text, w.pid, want) and
+              pick_planned(text, w.pid, want) == pick_planned(one_by_class, w.pid, want),
+              "serve --all: /metrics?by=class has the process's classes as --pid --by class")
+        st, body = http_request(port, "/healthz")
+        check(st == 200 and json.loads(body).get("all") is True, "serve --all: /healthz (%s)" %
+              body)
+        for method, path in (("GET", "/api/snapshot"), ("GET", "/index.html"),
+                             ("POST", "/api/options"), ("GET", "/api/stream")):
+            st, body = http_request(port, path, method)
+            check(st == 404 and "serve --all answers /metrics and /healthz" in body,
+                  "serve --all: %s %s is 404, saying what it serves (%d %s)" %
+                  (method, path, st, body))
+        st, body = http_request(port, "/metrics", headers={"Host": "evil.example"})
+        check(st == 403, "serve --all: a foreign Host header is refused (%d)" % st)
+        check(w2.stop() == 0, "the second workload exits 0")
+        st, text = http_request(port, "/metrics")
+        check(st == 200 and 'pid="%d"' % w.pid in text and 'pid="%d"' % w2.pid not in text,
+              "serve --all: a process that exited is gone from the next scrape")
+    finally:
+        check(terminate(srv) == 0, "serve --all exits 0 on SIGTERM")
+
+
+def pick_planned(text, pid, want):
+    """The by-class lines of the plan's classes of process `pid` (the ticker thread's move)."""
+    planned = set('class="%d"' % c for classes in want.values() for c in classes)
+    series = ("livealloc_allocs_total{", "livealloc_frees_total{", "livealloc_live_blocks{",
+              "livealloc_requested_bytes_total{")
+    return sorted(ln for ln in text.splitlines() if ln.startswith(series) and
+                  'pid="%d"' % pid in ln and any(c in ln for c in planned))
+
+
 def check_snapshot_all(ml, wl, w, tmp):
     """`snapshot --all`: every running process in one output, each as `--pid` shows it; gone
     segments left out, a broken one said on stderr (exit 6) with the others still printed."""
@@ -1826,14 +1904,9 @@ def check_snapshot_all(ml, wl, w, tmp):
         check(len(runs) == len(set(runs)), "prometheus --all: no family is split in two")
         r = run([ml, "snapshot", "--all", "--format", "prometheus", "--by", "class"])
         one = run([ml, "snapshot", "--pid", str(w.pid), "--format", "prometheus", "--by", "class"])
-        series = ("livealloc_allocs_total{", "livealloc_frees_total{", "livealloc_live_blocks{",
-                  "livealloc_requested_bytes_total{")
-        planned = set('class="%d"' % c for classes in want.values() for c in classes)
-        pick = lambda text: sorted(  # the planned classes: the ticker thread's counts move
-            ln for ln in text.splitlines() if ln.startswith(series) and 'pid="%d"' % w.pid in ln
-            and any(c in ln for c in planned))
-        check(r.returncode == 0 and "thread=" not in r.stdout and pick(r.stdout) and
-              pick(r.stdout) == pick(one.stdout),
+        mine = pick_planned(r.stdout, w.pid, want)
+        check(r.returncode == 0 and "thread=" not in r.stdout and mine and
+              mine == pick_planned(one.stdout, w.pid, want),
               "snapshot --all --by class: the process's classes as --pid --by class gives them")
 
         # In a directory of its own: a copy of w's segment, one named for a gone pid (left
@@ -1851,7 +1924,6 @@ def check_snapshot_all(ml, wl, w, tmp):
               err[0].startswith("memlive: snapshot: %s/livealloc.%d: " % (d, w2.pid)),
               "snapshot --all: a broken segment is said (exit 6), the readable one printed, the "
               "gone one left out (%d, %s, %s)" % (r.returncode, pids, r.stderr.strip()))
-        held.close()
         empty = os.path.join(tmp, "none")
         os.mkdir(empty)
         r = run([ml, "snapshot", "--all", "--dir", empty, "--format", "prometheus"])
@@ -1863,7 +1935,8 @@ def check_snapshot_all(ml, wl, w, tmp):
         r = run([ml, "snapshot", "--all", "--dir", empty, "--format", "csv"])
         check(r.returncode == 0 and r.stdout.startswith("taken_ns,pid,") and
               r.stdout.count("\n") == 1, "snapshot --all --format csv with none: the header")
-        check(w2.stop() == 0, "the second workload exits 0")
+        check_serve_all(ml, w, w2, want, one.stdout, d)
+        held.close()
     finally:
         w2.kill()
 
@@ -2107,6 +2180,18 @@ def cmd_promtool(ml, wl):
                   'livealloc_process_info{pid="%d",' % w.pid in r.stdout,
                   "snapshot --all --format prometheus --by %s: promtool accepts it: %s%s" %
                   (by, p.stdout, p.stderr))
+        # The machine's exporter: GET /metrics of `memlive serve --all`, both forms.
+        srv, port = start_serve_all(ml)
+        try:
+            for query in ("", "?by=class"):
+                st, body = http_request(port, "/metrics" + query) if port else (0, "")
+                p = run([promtool, "check", "metrics"], input=body)
+                check(st == 200 and p.returncode == 0 and
+                      'livealloc_process_info{pid="%d",' % w.pid in body,
+                      "promtool check metrics accepts GET /metrics%s of serve --all: %s%s" %
+                      (query, p.stdout, p.stderr))
+        finally:
+            terminate(srv)
         # The same text over HTTP, as a scraper gets it: GET /metrics of `memlive serve`.
         srv = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
