@@ -280,6 +280,18 @@ struct open_result {
 // error. A segment whose process is gone opens (stale, readable); callers decide.
 open_result open_segment(int pid, bool for_tuning = false, const std::string& dir = "/dev/shm");
 
+// One snapshot of every running process that publishes a segment in `dir`, by pid (`memlive
+// snapshot --all`, `serve --all`). Segments of processes that are gone, or end meanwhile, are
+// left out; each one that cannot be read (another user's, malformed) is in `failed`.
+struct all_snapshots {
+  std::vector<rd::snapshot> shots;
+  std::vector<std::pair<error_kind, std::string>> failed;  // why, as open_segment says it
+  int gone = 0;              // segments of processes that are gone
+  std::string dir_error;     // "DIR: why": the directory cannot be read (nothing else is set)
+  bool dir_denied = false;   // ... for want of permission
+};
+all_snapshots take_all(const std::string& dir = "/dev/shm");
+
 // ------------------------------------------------------------------------------------------------
 // Capture hooks: the same telemetry for a program whose memory does not come from livealloc.
 //
@@ -1314,6 +1326,35 @@ inline bool check_assignment(const assignment& a, const std::vector<rd::option_v
     return true;
   }
   return fail("unknown option '" + a.name + "'; the live options are: " + known);
+}
+
+inline all_snapshots take_all(const std::string& dir) {
+  all_snapshots all;
+  const std::vector<rd::segment_entry> entries = rd::list_segments(dir, &all.dir_error);
+  if (!all.dir_error.empty()) {  // errno is still opendir's
+    all.dir_denied = errno == EACCES || errno == EPERM;
+    return all;
+  }
+  for (const rd::segment_entry& e : entries) {
+    if (!e.alive) {
+      ++all.gone;
+      continue;
+    }
+    open_result o = open_segment(e.pid, false, dir);
+    rd::snapshot s;
+    if (o.segment) s = o.segment->take();
+    if (o.kind == error_kind::no_process || o.kind == error_kind::no_segment ||
+        (o.segment && s.ok() && !s.process_alive)) {  // it ended meanwhile
+      ++all.gone;
+    } else if (!o.segment) {
+      all.failed.emplace_back(o.kind, o.error);
+    } else if (!s.ok()) {
+      all.failed.emplace_back(error_kind::bad_segment, o.segment->path() + ": " + s.error);
+    } else {
+      all.shots.push_back(std::move(s));
+    }
+  }
+  return all;
 }
 
 inline open_result open_segment(int pid, bool for_tuning, const std::string& dir) {
@@ -2595,31 +2636,17 @@ inline server::response server::metrics_all_response(const char* query) {
   response r;
   const bool by_class = metrics_by_class(query, &r.code, &r.body);
   if (r.code != 200) return r;
-  std::string err;
-  const std::vector<rd::segment_entry> entries = rd::list_segments(all_dir_, &err);
-  if (!err.empty()) {
+  const all_snapshots all = take_all(all_dir_);
+  if (!all.dir_error.empty()) {
     r.code = 503;
-    r.body = json_error("cannot read " + err, nullptr);
+    r.body = json_error("cannot read " + all.dir_error, nullptr);
     return r;
   }
   // Processes that cannot be read are named in comment lines, which scrapers skip.
   std::string skipped;
-  std::vector<rd::snapshot> shots;
-  for (const rd::segment_entry& e : entries) {
-    if (!e.alive) continue;
-    open_result o = open_segment(e.pid, false, all_dir_);
-    rd::snapshot s;
-    if (o.segment) s = o.segment->take();
-    if (o.segment && s.ok() && !s.process_alive) continue;  // ended meanwhile
-    if (!o.segment || !s.ok()) {
-      if (o.kind != error_kind::no_process && o.kind != error_kind::no_segment)
-        skipped += "# memlive: left out: " +
-                   printable_comment(o.segment ? o.segment->path() + ": " + s.error : o.error) +
-                   "\n";
-      continue;
-    }
-    shots.push_back(std::move(s));
-  }
+  for (const auto& f : all.failed)
+    skipped += "# memlive: left out: " + printable_comment(f.second) + "\n";
+  const std::vector<rd::snapshot>& shots = all.shots;
   r.type = kPrometheusContentType;
   std::vector<prom_source> sources;
   sources.reserve(shots.size());

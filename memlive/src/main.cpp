@@ -345,7 +345,7 @@ struct args {
   std::string out;
   long long interval_ms = -1, count = -1, duration_s = -1;
   bool clean = false, help = false;
-  bool all = false;                  // snapshot --all
+  bool all = false;                  // snapshot --all, serve --all
   std::vector<std::string> positional;
   std::string lib;                   // run --lib
   bool exit_when_done = false;       // run --exit-when-done
@@ -607,41 +607,23 @@ int write_stdout(const std::string& out) {
 // segments it cannot read are said on stderr, and the exit code is the first one's; the others
 // are printed all the same (a textfile collector then keeps the processes it could read).
 int snapshot_all(const args& a) {
-  std::string err;
-  const std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
-  if (!err.empty()) {  // err: "DIR: why", and errno still opendir's
-    const bool denied = errno == EACCES || errno == EPERM;
-    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
+  // The last state of a gone process is not news (`snapshot --pid` still shows it).
+  const memlive::all_snapshots all = memlive::take_all(a.dir);
+  if (!all.dir_error.empty())
+    return fail(all.dir_denied ? error_kind::permission : static_cast<error_kind>(1),
+                "cannot read " + all.dir_error);
+  int code = 0;
+  for (const auto& f : all.failed) {
+    const int c = fail(f.first, f.second);
+    if (code == 0) code = c;
   }
-  std::vector<rd::snapshot> shots;
-  int code = 0, gone = 0;
-  for (const rd::segment_entry& e : entries) {
-    if (!e.alive) {  // its last state is not news: `snapshot --pid` still shows it
-      ++gone;
-      continue;
-    }
-    memlive::open_result r = memlive::open_segment(e.pid, false, a.dir);
-    rd::snapshot s;
-    if (r.segment) s = r.segment->take();
-    if (r.segment && s.ok() && !s.process_alive) {  // it ended meanwhile
-      ++gone;
-      continue;
-    }
-    if (!r.segment || !s.ok()) {
-      const int c = fail(r.segment ? error_kind::bad_segment : r.kind,
-                         r.segment ? r.segment->path() + ": " + s.error : r.error);
-      if (r.kind != error_kind::no_process && r.kind != error_kind::no_segment && code == 0)
-        code = c;  // a process that ended or unlinked its segment meanwhile is no failure
-      continue;
-    }
-    overflow_note(s, "process " + std::to_string(e.pid) + ": ");
-    shots.push_back(std::move(s));
-  }
+  const std::vector<rd::snapshot>& shots = all.shots;
+  for (const rd::snapshot& s : shots) overflow_note(s, "process " + std::to_string(s.pid) + ": ");
   if (shots.empty() && code == 0)
     std::fprintf(stderr, "memlive: note: no running process publishes a segment in %s%s\n",
                  a.dir.c_str(),
-                 gone ? (" (" + std::to_string(gone) + " of gone ones left; `memlive list "
-                         "--clean` removes them)").c_str() : "");
+                 all.gone ? (" (" + std::to_string(all.gone) + " of gone ones left; `memlive "
+                             "list --clean` removes them)").c_str() : "");
   std::string out;
   if (a.format == "prometheus") {
     out = memlive::to_prometheus(shots, a.by == "class");
@@ -1214,12 +1196,10 @@ int start_server(memlive::detail::server& srv, const memlive::options& opts, int
 
 // serve --all: /metrics of every running process in --dir, until SIGINT/SIGTERM.
 int serve_all(const args& a, const memlive::options& opts) {
-  std::string err;
-  rd::list_segments(a.dir, &err);  // a directory that cannot be read is said now, not per scrape
-  if (!err.empty()) {
-    const bool denied = errno == EACCES || errno == EPERM;
-    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
-  }
+  // A directory that cannot be read is said now, not at each scrape.
+  if (const memlive::all_snapshots all = memlive::take_all(a.dir); !all.dir_error.empty())
+    return fail(all.dir_denied ? error_kind::permission : static_cast<error_kind>(1),
+                "cannot read " + all.dir_error);
   catch_stop_signals();
   memlive::detail::server srv(a.dir);
   int port = 0;
