@@ -7,17 +7,20 @@
 //   append_json(out, snapshot)   described below and in memlive/README.md); the page, `snapshot`
 //                                and `record` all use it. Direct writer (std::to_chars), no DOM.
 //   to_csv(snapshot)             one row per (thread, class) with a non-zero counter, header line.
-//   to_prometheus(snapshot)      Prometheus text exposition format 0.0.4.
+//   to_prometheus(snapshot)      Prometheus text exposition format 0.0.4 (also of several
+//                                processes in one text).
 //   parse_assignment(text, ...)  "name=value" -> assignment, with a message naming the field.
 //   check_assignment(a, opts)    an assignment against the options a segment publishes.
 //   version_string()             "0.1.0" (MEMLIVE_VERSION_* follow LIVEALLOC_VERSION_*).
 //   open_segment(pid, ...)       opens /dev/shm/livealloc.<pid> and classifies a failure
 //                                (no process, no segment, permission, malformed) as an
 //                                `error_kind`.
+//   take_all(dir)                a snapshot of every running process that publishes a segment.
 //   counter_name(c), counter_is_gauge(c), kCounterHelp[c]   the names used by every format.
 //
 //   start(options), stop(), port()   the HTTP server on this process's own telemetry; and
-//   detail::server                   the same server on any segment (`memlive serve`, `run`).
+//   detail::server                   the same server on any segment (`memlive serve`, `run`),
+//                                    or /metrics of every segment of a directory (`serve --all`).
 //                                    Endpoints and security: see "The HTTP server" below.
 //   take_snapshot(&s, &error)        this process's counters, in process (publishes the segment).
 //   on_alloc(ptr, size)              capture hooks for an allocator that is not livealloc: they
