@@ -1801,8 +1801,10 @@ def http_request(port, path, method="GET", headers=None):
 
 
 def start_serve_all(ml, args=()):
-    """`memlive serve --all --port 0 ARGS`: the process and its port (None if it did not say)."""
-    srv = subprocess.Popen([ml, "serve", "--all", "--port", "0"] + list(args),
+    """`memlive serve --all --port 0 ARGS`: the process and its port (None if it did not say).
+    `ml`: memlive's path, or a function giving the command line for memlive's arguments."""
+    command = ml if callable(ml) else (lambda a: [ml] + a)
+    srv = subprocess.Popen(command(["serve", "--all", "--port", "0"] + list(args)),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     m = re.search(r"^memlive: serving every profiled process of .* at "
                   r"http://127\.0\.0\.1:(\d+)/metrics ", srv.stdout.readline())
@@ -2080,6 +2082,20 @@ def check_other_users_segment(user, ml, w):
                  ["record", "--interval", "100", "--out", "-", "--count", "1"]):
         denied(run(user([verb[0], "--pid", str(w.pid)] + verb[1:])), says,
                "%s of another user's segment" % verb[0])
+    # Every process at once: this one is said and left out, the others' output goes on.
+    r = run(user(["snapshot", "--all"]))
+    check(r.returncode == 5 and "memlive: snapshot: " + says in r.stderr.splitlines() and
+          '"pid":%d,' % w.pid not in r.stdout,
+          "snapshot --all: another user's segment is said, exit 5 (%d: %s)" %
+          (r.returncode, r.stderr.strip()))
+    srv, port = start_serve_all(user)
+    try:
+        st, text = http_request(port, "/metrics") if port else (0, "")
+        check(st == 200 and "# memlive: left out: " + says in text.splitlines() and
+              'pid="%d"' % w.pid not in text,
+              "serve --all: another user's segment is named in a comment and left out")
+    finally:
+        terminate(srv)
     os.chmod(seg, 0o644)
     r = run(user(["snapshot", "--pid", str(w.pid)]))
     snap = json.loads(r.stdout) if r.returncode == 0 else {}
