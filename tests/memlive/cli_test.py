@@ -18,8 +18,8 @@ permission: what a user without the rights gets, exit 5 and one line saying why:
 its own of mode 000, a directory it may not read or enter, port 80 for serve and run (which starts
 nothing). Run as root, the checks run as nobody (setpriv), with root's workload too: its 0600
 segment is unreadable to list, snapshot, tune, serve and record, said by snapshot --all and
-named in a comment by serve --all; made 0644 it reads and serves
-but cannot be tuned (the POST 403, the option unchanged).
+named in a comment by serve --all; made 0644 it reads and serves but cannot be tuned (the POST
+403, the option unchanged).
 promtool: `promtool check metrics` accepts the prometheus output (skipped, exit 77, when
 promtool is not on PATH: tests/setup.sh takes it out of Debian's `prometheus` package).
 Every failed check is printed; the exit code is 1 if any failed.
