@@ -1842,6 +1842,9 @@ def check_serve_all(ml, w, w2, want, one_by_class, d):
         st, body = http_request(port, "/healthz")
         check(st == 200 and json.loads(body).get("all") is True, "serve --all: /healthz (%s)" %
               body)
+        st, body = http_request(port, "/")
+        check(st == 200 and 'href="/metrics"' in body and 'href="/metrics?by=class"' in body,
+              "serve --all: / links the two forms of /metrics")
         for method, path in (("GET", "/api/snapshot"), ("GET", "/index.html"),
                              ("POST", "/api/options"), ("GET", "/api/stream")):
             st, body = http_request(port, path, method)
