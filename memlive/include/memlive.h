@@ -2199,15 +2199,14 @@ inline int server::handle(mg_connection* conn) {
   const bool get = method == "GET" || head;
   const char* allow = "GET, HEAD";
   const bool all = seg_ == nullptr;  // serve --all
-  if (all) {
-  } else if (path == "/api/options") {
+  if (!all && path == "/api/options") {
     allow = "GET, HEAD, POST";
     if (method == "POST") {
       r = post_options(conn);
       send(conn, r, false);
       return r.code;
     }
-  } else if (path == "/api/baseline") {
+  } else if (!all && path == "/api/baseline") {
     allow = "GET, HEAD, POST, DELETE";
     if (method == "POST" || method == "DELETE") {
       r = baseline_request(conn, method);
@@ -2611,8 +2610,6 @@ inline server::response server::baseline_request(mg_connection* conn, const std:
   return r;
 }
 
-// GET /api/snapshot?since=baseline (a query without `since`: the plain snapshot).
-// GET /metrics, ?by=thread (the default) or ?by=class.
 // A message made safe for one comment line of a Prometheus text: control bytes become '?'.
 inline std::string printable_comment(std::string text) {
   for (char& c : text)
@@ -2635,6 +2632,7 @@ inline bool metrics_by_class(const char* query, int* code, std::string* body) {
   return by_class;
 }
 
+// serve --all: GET /metrics of every running process in all_dir_, ?by as below.
 inline server::response server::metrics_all_response(const char* query) {
   response r;
   const bool by_class = metrics_by_class(query, &r.code, &r.body);
@@ -2671,6 +2669,8 @@ inline server::response server::metrics_all_response(const char* query) {
   return r;
 }
 
+// GET /api/snapshot?since=baseline (a query without `since`: the plain snapshot).
+// GET /metrics, ?by=thread (the default) or ?by=class.
 inline server::response server::metrics_response(const char* query) {
   response r;
   const bool by_class = metrics_by_class(query, &r.code, &r.body);
