@@ -5,7 +5,9 @@
 // are reached through requests; civetweb parses the request line and headers.
 //
 // Input: byte 0 % 4 chooses the mode; byte 1 tunes it; the rest is the fuzzed part.
-//   0  raw: the rest is sent as the whole request (then the write side is shut).
+//   0  raw: the rest is sent as the whole request (then the write side is shut), with byte 1
+//      bit 0 to a second server, the `memlive serve --all` kind, on a directory holding a
+//      copy of the segment (its /metrics reads the directory at each request).
 //   1  query: GET /api/{stream,history,snapshot}?<rest> (byte 1 % 3); bytes outside 0x21..0x7e,
 //      and '#', are sent %-encoded.
 //   2  Host: GET /healthz with Host: <rest> (printable, no spaces), ":PORT" appended if byte 1
@@ -22,7 +24,8 @@
 // since=baseline 200/409, another since 400; a value holding a NUL (%00) 400; a valid number written in 32+
 // characters may be refused); Host 127.0.0.1:PORT or localhost:PORT (any case) 200, anything
 // else 403; Origin absent or http://<allowed host> 200, else 403. A stream's first event is one JSON snapshot, and its
-// header comment names the interval. Every 500 inputs, /healthz must still answer.
+// header comment names the interval. Every 500 inputs, /healthz of both servers must still
+// answer.
 #include <cerrno>
 #include <cstring>
 
@@ -41,6 +44,7 @@ constexpr int kInterval = 250;                         // the server's default s
 constexpr long long kKept = 600LL * kInterval / 1000;  // seconds of history kept
 
 int g_port = 0;
+int g_all_port = 0;  // the serve --all server
 
 void start_server() {
   const fuzz::segment_template t = fuzz::make_segment(getpid(), 3);
@@ -57,6 +61,23 @@ void start_server() {
   const memlive::status st = srv->start(o);
   FUZZ_CHECK(st.ok(), "server did not start: %s", st.message.c_str());
   g_port = st.port;
+
+  // serve --all on a directory of its own, with the template as this process's segment.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlive-fuzz-all-XXXXXX";
+  FUZZ_CHECK(mkdtemp(dir.data()) != nullptr, "mkdtemp failed: %s", std::strerror(errno));
+  const std::string file = fuzz::temp_file(t.bytes.data(), t.bytes.size(), "memlive-fuzz-all");
+  const std::string named = dir + "/livealloc." + std::to_string(getpid());
+  FUZZ_CHECK(rename(file.c_str(), named.c_str()) == 0, "rename failed: %s", std::strerror(errno));
+  static const std::string kept[] = {named, dir};  // removed at exit
+  std::atexit([] {
+    unlink(kept[0].c_str());
+    rmdir(kept[1].c_str());
+  });
+  auto* all = new memlive::detail::server(dir);  // lives until the process exits
+  const memlive::status sa = all->start(o);
+  FUZZ_CHECK(sa.ok(), "the serve --all server did not start: %s", sa.message.c_str());
+  g_all_port = sa.port;
 }
 
 // connect(), finished when libFuzzer's timeout timer (SIGALRM, every timeout/2 + 1 s, without
@@ -77,13 +98,14 @@ int connect_loopback(int fd, const sockaddr_in& sa) {
 // Sends `req`, shuts the write side, reads the answer: all of it, or for an event stream up to
 // the end of its first event. Returns false if nothing came within `timeout_ms`. Calls that the
 // timer interrupts (EINTR) are repeated.
-bool round_trip(const std::string& req, std::string* out, int timeout_ms = 5000) {
+bool round_trip(const std::string& req, std::string* out, int timeout_ms = 5000,
+                int port = g_port) {
   out->clear();
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   FUZZ_CHECK(fd >= 0, "socket failed");
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(g_port));
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   FUZZ_CHECK(connect_loopback(fd, sa) == 0, "connect failed: %s", std::strerror(errno));
   for (std::size_t done = 0; done < req.size();) {
@@ -265,7 +287,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string req, r;
   if (mode == 0) {
     req.assign(reinterpret_cast<const char*>(rest), n);
-    round_trip(req, &r);
+    round_trip(req, &r, 5000, (tune & 1) ? g_all_port : g_port);
     // civetweb answers some malformed request lines itself, echoing the client's protocol
     // field (even with its CR LF) after "HTTP/": only the prefix is checked here.
     if (!r.empty())
@@ -318,6 +340,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(
         round_trip("GET /healthz HTTP/1.1\r\n" + host + "\r\n", &r, 10000) && status_of(r) == 200,
         "the server stopped answering /healthz: %s", r.substr(0, 200).c_str());
+    const std::string all_host = "Host: 127.0.0.1:" + std::to_string(g_all_port) + "\r\n";
+    FUZZ_CHECK(round_trip("GET /metrics HTTP/1.1\r\n" + all_host + "\r\n", &r, 10000,
+                          g_all_port) &&
+                   status_of(r) == 200,
+               "the serve --all server stopped answering /metrics: %s", r.substr(0, 200).c_str());
   }
   return 0;
 }
