@@ -512,14 +512,17 @@ std::string printable(const std::string& text) {
   return out;
 }
 
+// A directory of segments that cannot be read (err: "DIR: why"): exit 5 for want of
+// permission, else 1.
+int cannot_read(const std::string& err, bool denied) {
+  return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
+}
+
 int cmd_list(const args& a) {
   if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
   std::string err;
   std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
-  if (!err.empty()) {  // err: "DIR: why", and errno still opendir's
-    const bool denied = errno == EACCES || errno == EPERM;
-    return fail(denied ? error_kind::permission : static_cast<error_kind>(1), "cannot read " + err);
-  }
+  if (!err.empty()) return cannot_read(err, errno == EACCES || errno == EPERM);  // opendir's
   int stale = 0;
   bool overflow = false;  // a process with more threads than slots: its count is a lower bound
   if (entries.empty()) {
@@ -609,9 +612,7 @@ int write_stdout(const std::string& out) {
 int snapshot_all(const args& a) {
   // The last state of a gone process is not news (`snapshot --pid` still shows it).
   const memlive::all_snapshots all = memlive::take_all(a.dir);
-  if (!all.dir_error.empty())
-    return fail(all.dir_denied ? error_kind::permission : static_cast<error_kind>(1),
-                "cannot read " + all.dir_error);
+  if (!all.dir_error.empty()) return cannot_read(all.dir_error, all.dir_denied);
   int code = 0;
   for (const auto& f : all.failed) {
     const int c = fail(f.first, f.second);
@@ -1197,9 +1198,9 @@ int start_server(memlive::detail::server& srv, const memlive::options& opts, int
 // serve --all: /metrics of every running process in --dir, until SIGINT/SIGTERM.
 int serve_all(const args& a, const memlive::options& opts) {
   // A directory that cannot be read is said now, not at each scrape.
-  if (const memlive::all_snapshots all = memlive::take_all(a.dir); !all.dir_error.empty())
-    return fail(all.dir_denied ? error_kind::permission : static_cast<error_kind>(1),
-                "cannot read " + all.dir_error);
+  std::string err;
+  rd::list_segments(a.dir, &err);
+  if (!err.empty()) return cannot_read(err, errno == EACCES || errno == EPERM);  // opendir's
   catch_stop_signals();
   memlive::detail::server srv(a.dir);
   int port = 0;

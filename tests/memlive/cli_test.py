@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 # name, size, count, frees: one thread per distinct name; names test escaping in every format.
@@ -1790,15 +1789,28 @@ def only_pid(text, pid):
                      if ln.startswith("#") or 'pid="%d"' % pid in ln) + "\n"
 
 
-def http_request(port, path, method="GET", headers=None):
-    """(status, body) of a request to 127.0.0.1:port; http.client sends the Host we give."""
+def request(port, method, path, body=None, headers=None, host=None):
+    """(status, {lower-case header: value}, body bytes); Host is 127.0.0.1:port unless given."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        c.request(method, path, headers=headers or {})
-        resp = c.getresponse()
-        return resp.status, resp.read().decode()
+        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        c.putheader("Host", host if host is not None else "127.0.0.1:%d" % port)
+        data = body.encode() if isinstance(body, str) else body
+        for k, v in (headers or {}).items():
+            c.putheader(k, v)
+        if data is not None:
+            c.putheader("Content-Length", str(len(data)))
+        c.endheaders(data)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally:
         c.close()
+
+
+def get_text(port, path, method="GET", host=None):
+    """(status, body as text) of a request without a body."""
+    st, _, body = request(port, method, path, host=host)
+    return st, body.decode()
 
 
 def start_serve_all(ml, args=()):
@@ -1817,7 +1829,7 @@ def check_serve_all(ml, w, w2, want, one_by_class, d):
     else. `d`: a directory with w's segment, a gone one and a broken one for w2."""
     srv, port = start_serve_all(ml, ["--dir", d])
     try:
-        st, text = http_request(port, "/metrics") if port else (0, "")
+        st, text = get_text(port, "/metrics") if port else (0, "")
         comments = [ln for ln in text.splitlines() if ln.startswith("# memlive: ")]
         check(st == 200 and len(comments) == 1 and
               comments[0].startswith("# memlive: left out: %s/livealloc.%d: " % (d, w2.pid)) and
@@ -1831,30 +1843,30 @@ def check_serve_all(ml, w, w2, want, one_by_class, d):
     try:
         if not check(port is not None, "serve --all prints its URL"):
             return
-        st, text = http_request(port, "/metrics")
+        st, text = get_text(port, "/metrics")
         check(st == 200, "serve --all: GET /metrics 200")
         for pid in (w.pid, w2.pid):
             check_prometheus(only_pid(text, pid), want, pid)
-        st, text = http_request(port, "/metrics?by=class")
+        st, text = get_text(port, "/metrics?by=class")
         check(st == 200 and pick_planned(text, w.pid, want) and
               pick_planned(text, w.pid, want) == pick_planned(one_by_class, w.pid, want),
               "serve --all: /metrics?by=class has the process's classes as --pid --by class")
-        st, body = http_request(port, "/healthz")
+        st, body = get_text(port, "/healthz")
         check(st == 200 and json.loads(body).get("all") is True, "serve --all: /healthz (%s)" %
               body)
-        st, body = http_request(port, "/")
+        st, body = get_text(port, "/")
         check(st == 200 and 'href="/metrics"' in body and 'href="/metrics?by=class"' in body,
               "serve --all: / links the two forms of /metrics")
         for method, path in (("GET", "/api/snapshot"), ("GET", "/index.html"),
                              ("POST", "/api/options"), ("GET", "/api/stream")):
-            st, body = http_request(port, path, method)
+            st, body = get_text(port, path, method)
             check(st == 404 and "serve --all answers /metrics and /healthz" in body,
                   "serve --all: %s %s is 404, saying what it serves (%d %s)" %
                   (method, path, st, body))
-        st, body = http_request(port, "/metrics", headers={"Host": "evil.example"})
+        st, body = get_text(port, "/metrics", host="evil.example")
         check(st == 403, "serve --all: a foreign Host header is refused (%d)" % st)
         check(w2.stop() == 0, "the second workload exits 0")
-        st, text = http_request(port, "/metrics")
+        st, text = get_text(port, "/metrics")
         check(st == 200 and 'pid="%d"' % w.pid in text and 'pid="%d"' % w2.pid not in text,
               "serve --all: a process that exited is gone from the next scrape")
     finally:
@@ -2094,7 +2106,7 @@ def check_other_users_segment(user, ml, w):
           (r.returncode, r.stderr.strip()))
     srv, port = start_serve_all(user)
     try:
-        st, text = http_request(port, "/metrics") if port else (0, "")
+        st, text = get_text(port, "/metrics") if port else (0, "")
         check(st == 200 and "# memlive: left out: " + says in text.splitlines() and
               'pid="%d"' % w.pid not in text,
               "serve --all: another user's segment is named in a comment and left out")
@@ -2117,17 +2129,13 @@ def check_other_users_segment(user, ml, w):
                       line)
         if check(m is not None, "serve of a segment of mode 0644 says it cannot tune (%r)" %
                  line):
-            base = "http://127.0.0.1:%s/api/options" % m.group(1)
-            with urllib.request.urlopen(base, timeout=10) as resp:
-                opts = json.loads(resp.read())
-            check(opts["writable"] is False, "GET /api/options: writable false")
-            req = urllib.request.Request(base, data=b'{"page_recycle": 3}', method="POST",
-                                         headers={"Content-Type": "application/json"})
-            try:
-                urllib.request.urlopen(req, timeout=10)
-                code, body = 200, {}
-            except urllib.error.HTTPError as e:
-                code, body = e.code, json.loads(e.read())
+            port = int(m.group(1))
+            st, opts = get_text(port, "/api/options")
+            check(st == 200 and json.loads(opts)["writable"] is False,
+                  "GET /api/options: writable false")
+            code, _, body = request(port, "POST", "/api/options", '{"page_recycle": 3}',
+                                    {"Content-Type": "application/json"})
+            body = json.loads(body)
             check(code == 403 and "read-only" in body.get("error", ""),
                   "POST /api/options: 403, read-only (%d %s)" % (code, body))
     finally:
@@ -2204,7 +2212,7 @@ def cmd_promtool(ml, wl):
         srv, port = start_serve_all(ml)
         try:
             for query in ("", "?by=class"):
-                st, body = http_request(port, "/metrics" + query) if port else (0, "")
+                st, body = get_text(port, "/metrics" + query) if port else (0, "")
                 p = run([promtool, "check", "metrics"], input=body)
                 check(st == 200 and p.returncode == 0 and
                       'livealloc_process_info{pid="%d",' % w.pid in body,

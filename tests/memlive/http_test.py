@@ -15,7 +15,6 @@ Every failed check is printed; the exit code is 1 if any failed.
 """
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
 import re
@@ -29,29 +28,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_test  # noqa: E402  (PLAN, expected counts, the JSON and Prometheus checks)
-from cli_test import check, failures, PLAN  # noqa: E402
+from cli_test import check, failures, PLAN, request  # noqa: E402
 
 TIMEOUT = 10
 JSON_TYPE = "application/json; charset=utf-8"
 PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def request(port, method, path, body=None, headers=None, host=None):
-    """(status, {lower-case header: value}, body bytes); Host is 127.0.0.1:port unless given."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
-    try:
-        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        c.putheader("Host", host if host is not None else "127.0.0.1:%d" % port)
-        data = body.encode() if isinstance(body, str) else body
-        for k, v in (headers or {}).items():
-            c.putheader(k, v)
-        if data is not None:
-            c.putheader("Content-Length", str(len(data)))
-        c.endheaders(data)
-        r = c.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        c.close()
 
 
 def raw(port, data, wait=TIMEOUT):
