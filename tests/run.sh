@@ -6,7 +6,7 @@
 #   build/        RelWithDebInfo, everything: unit, stress, memlive, LD_PRELOAD runs of real
 #                 programs, examples and the demo, the browser page, install, fuzz (libFuzzer
 #                 targets built with clang and their own ASan+UBSan), benchmarks smoke
-#   build-tsan/   -DLIVEALLOC_SANITIZE=thread:    unit and stress tests
+#   build-tsan/   -DLIVEALLOC_SANITIZE=thread:    unit, stress and memlive tests
 #   build-ubsan/  -DLIVEALLOC_SANITIZE=undefined: unit, stress and memlive tests
 #   build-asan/   -DLIVEALLOC_SANITIZE=address:   unit, stress and memlive tests, LeakSanitizer on
 # The sanitizer builds leave out what needs liblivealloc.so (they make none: LD_PRELOAD runs,

@@ -1812,6 +1812,10 @@ class server {
     std::size_t static_size = 0;
   };
 
+  // Workers take connections as soon as mg_start2 returns, before start() has learned the port
+  // (port 0) and written port_ and started_ms_: a request that comes that early waits for them.
+  void wait_started();
+  void mark_started();
   bool host_allowed(const char* host) const;
   response host_refused(const char* what) const;  // 403: `what` (Host, the target) is not ours
   bool origin_allowed(const char* origin) const;
@@ -1887,6 +1891,7 @@ class server {
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> started_{false};  // start() wrote port_ and started_ms_, or gave up
   std::atomic<int> streams_{0};  // /api/stream clients connected now (kMaxStreams)
 
   // Big answers (snapshot, /metrics, history) built and being sent now, at most kMaxBigAnswers.
@@ -1977,6 +1982,7 @@ inline server::response server::host_refused(const char* what) const {
 // and an absolute-form target whose port is not ours. memlive_connection_close calls this for a
 // request that was read and not answered, before civetweb closes the socket.
 inline void server::unmapped(mg_connection* conn) {
+  wait_started();
   const mg_request_info* ri = mg_get_request_info(conn);
   response r;
   if (std::strcmp(ri->request_uri, "*") == 0) {
@@ -1988,6 +1994,20 @@ inline void server::unmapped(mg_connection* conn) {
     r = host_refused("the host of an absolute-form target");  // another port
   }
   send(conn, r, ri->request_method && std::strcmp(ri->request_method, "HEAD") == 0);
+}
+
+inline void server::wait_started() {
+  if (started_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(stop_mutex_);
+  stop_cv_.wait(lock, [this] { return started_.load(std::memory_order_acquire); });
+}
+
+inline void server::mark_started() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    started_.store(true, std::memory_order_release);
+  }
+  stop_cv_.notify_all();
 }
 
 inline bool server::host_allowed(const char* host) const {
@@ -2162,6 +2182,7 @@ inline server::response server::options_response() {
 inline int server::handle(mg_connection* conn) {
   const mg_request_info* ri = mg_get_request_info(conn);
   if (!ri) return 1;
+  wait_started();
   const std::string method = ri->request_method ? ri->request_method : "";
   const bool head = method == "HEAD";
   response r;
@@ -2993,6 +3014,7 @@ inline status server::start(const options& o) {
   sigaction(SIGPIPE, nullptr, &sigpipe_before_);
   mg_init_library(0);  // no TLS: Debian's civetweb cannot load OpenSSL 3
   stopping_ = false;
+  started_ = false;
   char text[256] = {};
   mg_error_data err{};
   err.text = text;
@@ -3025,6 +3047,7 @@ inline status server::start(const options& o) {
   port_ = sp[0].port;
   listen_fds_ = listening_sockets(port_);
   started_ms_ = steady_ms();
+  mark_started();
   try {
     if (seg_) sampler_ = std::thread(&server::sampler, this);  // serve --all keeps no history
   } catch (const std::system_error& e) {
@@ -3038,6 +3061,7 @@ inline status server::start(const options& o) {
 inline void server::stop() {
   if (!ctx_) return;
   internal_scope scope;
+  mark_started();  // a request still waiting for start() must not hold mg_stop() up
   {
     std::lock_guard<std::mutex> lock(stop_mutex_);
     stopping_ = true;

@@ -911,12 +911,15 @@ def cmd_inprocess(app):
         check(ans == "sigpipe default", "start() leaves the program's SIGPIPE action as it was "
               "(programs it runs later inherit an ignored SIGPIPE) (%s)" % ans)
         ans = command(p, "fork")[0].split()
-        check(ans[:3] == ["fork", "0", "0"],
-              "fork while serving: a child that exits at once and one that checks port() 0, no "
-              "inherited listening socket, its own snapshot, start() and stop() both exit 0 (%s)"
-              % ans)
-        left = [c for c in ans[3:] if os.path.exists("/dev/shm/livealloc." + c)]
-        check(not left, "the fork children removed their segments (left: %s)" % left)
+        if ans == ["fork", "skipped"]:  # ThreadSanitizer build: see http_app.cpp
+            print("skip  fork while serving: not under ThreadSanitizer")
+        else:
+            check(ans[:3] == ["fork", "0", "0"],
+                  "fork while serving: a child that exits at once and one that checks port() 0, "
+                  "no inherited listening socket, its own snapshot, start() and stop() both exit "
+                  "0 (%s)" % ans)
+            left = [c for c in ans[3:] if os.path.exists("/dev/shm/livealloc." + c)]
+            check(not left, "the fork children removed their segments (left: %s)" % left)
         check(request(port, "GET", "/healthz")[0] == 200, "the parent still serves after the forks")
         ans = command(p, "again")[0]
         check(ans.startswith("again 4 "), "start() twice: already_running error value (%s)" % ans)
