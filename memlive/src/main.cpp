@@ -1177,11 +1177,8 @@ int cmd_check(const args& a) {
   return over ? static_cast<int>(error_kind::over_budget) : 0;
 }
 
-// Starts `srv`: 0, or the exit code of the error it said.
-int start_server(memlive::detail::server& srv, const memlive::options& opts, int* port) {
-  const memlive::status st = srv.start(opts);
-  *port = st.port;
-  if (st) return 0;
+// Says why a server did not start (`help`: the verb's, for a bad option) and returns the exit code.
+int start_failed(const memlive::status& st, const char* help) {
   switch (st.error) {
     case memlive::start_error::port_in_use:
       return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
@@ -1189,10 +1186,17 @@ int start_server(memlive::detail::server& srv, const memlive::options& opts, int
       return fail(error_kind::permission, st.message + "; " + kOtherPort);
     case memlive::start_error::bad_host:
     case memlive::start_error::bad_options:
-      return usage_error(st.message, kServeHelp);
+      return usage_error(st.message, help);
     default:
       return fail(static_cast<error_kind>(1), st.message);
   }
+}
+
+// Starts `srv` for serve: 0, or the exit code of the error it said.
+int start_server(memlive::detail::server& srv, const memlive::options& opts, int* port) {
+  const memlive::status st = srv.start(opts);
+  *port = st.port;
+  return st ? 0 : start_failed(st, kServeHelp);
 }
 
 // serve --all: /metrics of every running process in --dir, until SIGINT/SIGTERM.
@@ -1513,11 +1517,7 @@ int cmd_run(const args& a) {
   const memlive::status st = srv.start(opts);
   if (!st) {
     end_child(pid);
-    if (st.error == memlive::start_error::port_in_use)
-      return fail(error_kind::port_in_use, st.message + "; " + kOtherPort);
-    if (st.error == memlive::start_error::permission)
-      return fail(error_kind::permission, st.message + "; " + kOtherPort);
-    return fail(static_cast<error_kind>(1), st.message);
+    return start_failed(st, kRunHelp);
   }
   std::fprintf(stderr, "memlive: serving process %d (%s) at http://%s:%d/ (Ctrl-C stops)\n", pid,
                printable(a.program[0]).c_str(), opts.host.c_str(), st.port);
