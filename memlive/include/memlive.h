@@ -2278,14 +2278,7 @@ inline int server::handle(mg_connection* conn) {
     return 200;
   } else if (all && path == "/metrics") {
     r = metrics_all_response(ri->query_string);
-  } else if (all && path == "/healthz") {
-    writer w(r.body);
-    w.raw("{\"ok\":true,\"all\":true");
-    json_field(w, "uptime_ms", steady_ms() - started_ms_);
-    w.raw(",\"version\":\"");
-    w.raw(version_string());
-    w.raw("\"}");
-  } else if (all) {  // "/"
+  } else if (all && path == "/") {
     r.type = "text/html; charset=utf-8";
     r.body = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
              "<title>memlive</title></head>\n<body><h1>memlive</h1>\n"
@@ -2296,16 +2289,20 @@ inline int server::handle(mg_connection* conn) {
   } else if (path == "/healthz") {
     writer w(r.body);
     w.raw("{\"ok\":true");
-    json_field(w, "pid", pid_);
-    bool alive = false;
-    {
-      // As the snapshot's "alive", and so after an exec the new image's: the old image's
-      // segment reads as not alive from the exec on.
-      std::lock_guard<std::mutex> lock(seg_mutex_);
-      follow_exec();
-      alive = seg_->process_alive();
+    if (all) {
+      w.raw(",\"all\":true");
+    } else {
+      json_field(w, "pid", pid_);
+      bool alive = false;
+      {
+        // As the snapshot's "alive", and so after an exec the new image's: the old image's
+        // segment reads as not alive from the exec on.
+        std::lock_guard<std::mutex> lock(seg_mutex_);
+        follow_exec();
+        alive = seg_->process_alive();
+      }
+      json_bool(w, "alive", alive);
     }
-    json_bool(w, "alive", alive);
     json_field(w, "uptime_ms", steady_ms() - started_ms_);
     w.raw(",\"version\":\"");
     w.raw(version_string());
