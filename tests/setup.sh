@@ -7,7 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(build-essential cmake ninja-build git doctest-dev libcivetweb-dev civetweb
   nlohmann-json3-dev libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 nodejs npm python3
-  time gnuplot-nox hyperfine binutils chromium clang linux-perf)
+  time gnuplot-nox hyperfine binutils chromium clang linux-perf libpython3.11-testsuite)
 
 installed() {
   dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
