@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs a livealloc build into WORK/prefix and builds an outside project against it.
-# Usage: outside_project.sh --build DIR --source DIR --work DIR --generator G --cxx PATH
+# Usage: outside_project.sh --build DIR --source DIR --work DIR --generator G --cxx PATH [--deb]
+# --deb: instead of `cmake --install`, build the Debian package with `cpack` (the build's
+# CPackConfig.cmake), check its control fields, and unpack it (`dpkg-deb -x`): its /usr is the
+# prefix the same checks then run against.
 # Exit 0 only when every step succeeded and both programs checked their results.
 set -euo pipefail
 
@@ -11,7 +14,11 @@ while (($# > 0)); do
     --work) work="$2" ;;
     --generator) generator="$2" ;;
     --cxx) cxx="$2" ;;
-    *) echo "usage: $0 --build DIR --source DIR --work DIR --generator G --cxx PATH" >&2; exit 2 ;;
+    --deb) deb=1; shift; continue ;;
+    *)
+      echo "usage: $0 --build DIR --source DIR --work DIR --generator G --cxx PATH [--deb]" >&2
+      exit 2
+      ;;
   esac
   shift 2
 done
@@ -22,8 +29,27 @@ prefix="$work/prefix"   # installed into a path unlike the configured CMAKE_INST
                         # the CMake and pkg-config files must not depend on it
 step() { echo "=== $*"; }
 
-step "cmake --install $build --prefix $prefix"
-cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+if [[ -n "${deb:-}" ]]; then
+  step "cpack -G DEB, then dpkg-deb -x"
+  fail() { echo "FAILED: $*" >&2; exit 1; }
+  cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >"$work/cpack.log" ||
+    { cat "$work/cpack.log" >&2; fail "cpack -G DEB"; }
+  debs=("$work"/cpack/livealloc_*_amd64.deb)
+  [[ ${#debs[@]} == 1 && -f "${debs[0]}" ]] || fail "cpack made no single livealloc_*_amd64.deb"
+  field() { dpkg-deb --field "${debs[0]}" "$1"; }
+  version="$(sed -n 's/^Version: //p' "$build/allocator/livealloc.pc")"
+  [[ "$(field Package)" == livealloc && "$(field Version)" == "$version" ]] ||
+    fail "package $(field Package) $(field Version), expected livealloc $version"
+  # dpkg-shlibdeps found what memlive links: a package without it would install and not run.
+  [[ "$(field Depends)" == *libcivetweb1* && "$(field Depends)" == *libc6* ]] ||
+    fail "Depends: $(field Depends)"
+  dpkg-deb -x "${debs[0]}" "$work/root"
+  prefix="$work/root/usr"
+  [[ -f "$prefix/share/doc/livealloc/LICENSE" ]] || fail "no LICENSE in the package"
+else
+  step "cmake --install $build --prefix $prefix"
+  cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+fi
 
 step "the installed files"
 libdir="$(dirname "$(find "$prefix" -name liblivealloc.so -print -quit)")"
