@@ -33,7 +33,7 @@ fi
 
 # The preload must really be in effect: the loader only warns when it cannot load LIB.
 maps=$(LD_PRELOAD="$lib" "$python" -c "print(open('/proc/self/maps').read())")
-if ! grep -qF "$lib" <<<"$maps"; then
+if ! grep -qF "$(realpath "$lib")" <<<"$maps"; then
   echo "FAIL: $lib is not mapped in a preloaded $python" >&2
   exit 1
 fi
@@ -52,12 +52,17 @@ failed_tests() {
 rc=0
 LD_PRELOAD="$lib" LIVEALLOC_PROFILE=1 "$python" -m test -j2 --timeout 300 "$@" \
   >"$tmp/preloaded.log" 2>&1 || rc=$?
-if grep -q "^Tests result: SUCCESS" "$tmp/preloaded.log"; then
+# A test that passed but left a thread, file or setting behind ("altered the execution
+# environment", more likely a loaded machine's timing than the allocator) is a SUCCESS without
+# --fail-env-changed; the summary names it.
+if grep -q "^Tests result: SUCCESS$" "$tmp/preloaded.log"; then
   if ((rc != 0)); then
-    echo "FAIL: regrtest said SUCCESS but exited with status $rc" >&2
+    echo "FAIL: regrtest said $(grep "^Tests result" "$tmp/preloaded.log") but exited with" \
+      "status $rc" >&2
     exit 1
   fi
-  grep -E "tests? OK\.$|^Total duration" "$tmp/preloaded.log"
+  grep -E "tests? OK\.$|altered the execution environment|^Total duration|^Tests result" \
+    "$tmp/preloaded.log"
   echo "OK: CPython's tests pass under LD_PRELOAD=$lib: $*"
   exit 0
 fi
