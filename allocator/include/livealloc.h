@@ -4278,21 +4278,25 @@ LIVEALLOC_NOINLINE inline bool cxx_forward() noexcept {
 LIVEALLOC_ALWAYS_INLINE bool cxx_maybe_forward() noexcept {
   return g_cxx_forward.load(std::memory_order_relaxed) != 1;
 }
-LIVEALLOC_NOINLINE inline void delete_via(void* p) noexcept {
+// `n` is the size a sized form was given, 0 from the others: the checked mode checks it on the
+// first call too (0 never fails the check).
+LIVEALLOC_NOINLINE inline void delete_via(void* p, std::size_t n) noexcept {
   if (cxx_forward()) return ::operator delete(p);
-  free_impl(p);
+  free_sized_impl(p, n);
 }
-LIVEALLOC_NOINLINE inline void delete_array_via(void* p) noexcept {
+LIVEALLOC_NOINLINE inline void delete_array_via(void* p, std::size_t n) noexcept {
   if (cxx_forward()) return ::operator delete[](p);
-  free_impl(p);
+  free_sized_impl(p, n);
 }
-LIVEALLOC_NOINLINE inline void delete_aligned_via(void* p, std::align_val_t a) noexcept {
+LIVEALLOC_NOINLINE inline void delete_aligned_via(void* p, std::size_t n,
+                                                  std::align_val_t a) noexcept {
   if (cxx_forward()) return ::operator delete(p, a);
-  free_impl(p);
+  free_sized_impl(p, n);
 }
-LIVEALLOC_NOINLINE inline void delete_aligned_array_via(void* p, std::align_val_t a) noexcept {
+LIVEALLOC_NOINLINE inline void delete_aligned_array_via(void* p, std::size_t n,
+                                                        std::align_val_t a) noexcept {
   if (cxx_forward()) return ::operator delete[](p, a);
-  free_impl(p);
+  free_sized_impl(p, n);
 }
 // new[](n) calls new(n); the nothrow forms call the throwing form of the same shape.
 LIVEALLOC_NOINLINE inline void* new_via(std::size_t n, bool array, bool nothrow) {
@@ -4619,50 +4623,50 @@ LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a,
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p) noexcept { livealloc_abi::free_impl(p); }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p) noexcept {
-  LIVEALLOC_VIA(delete_via(p));
+  LIVEALLOC_VIA(delete_via(p, 0));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n) noexcept {
-  LIVEALLOC_VIA(delete_via(p));
+  LIVEALLOC_VIA(delete_via(p, n));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n) noexcept {
-  LIVEALLOC_VIA(delete_array_via(p));
+  LIVEALLOC_VIA(delete_array_via(p, n));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept {
-  LIVEALLOC_VIA(delete_via(p));
+  LIVEALLOC_VIA(delete_via(p, 0));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  LIVEALLOC_VIA(delete_array_via(p));
+  LIVEALLOC_VIA(delete_array_via(p, 0));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align_val_t a) noexcept {
-  LIVEALLOC_VIA(delete_aligned_via(p, a));
+  LIVEALLOC_VIA(delete_aligned_via(p, 0, a));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, std::size_t n,
                                           [[maybe_unused]] std::align_val_t a) noexcept {
-  LIVEALLOC_VIA(delete_aligned_via(p, a));
+  LIVEALLOC_VIA(delete_aligned_via(p, n, a));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, std::size_t n,
                                             [[maybe_unused]] std::align_val_t a) noexcept {
-  LIVEALLOC_VIA(delete_aligned_array_via(p, a));
+  LIVEALLOC_VIA(delete_aligned_array_via(p, n, a));
   livealloc_abi::free_sized_impl(p, n);
 }
 LIVEALLOC_CXX_EXPORT void operator delete(void* p, [[maybe_unused]] std::align_val_t a,
                                           const std::nothrow_t&) noexcept {
-  LIVEALLOC_VIA(delete_aligned_via(p, a));
+  LIVEALLOC_VIA(delete_aligned_via(p, 0, a));
   livealloc_abi::free_impl(p);
 }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align_val_t a,
                                             const std::nothrow_t&) noexcept {
-  LIVEALLOC_VIA(delete_aligned_array_via(p, a));
+  LIVEALLOC_VIA(delete_aligned_array_via(p, 0, a));
   livealloc_abi::free_impl(p);
 }
 #undef LIVEALLOC_VIA

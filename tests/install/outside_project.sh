@@ -55,6 +55,8 @@ step "the installed files"
 libdir="$(dirname "$(find "$prefix" -name liblivealloc.so -print -quit)")"
 [[ -f "$libdir/liblivealloc.so" ]] || { echo "FAILED: no liblivealloc.so under $prefix" >&2; exit 1; }
 missing=0
+[[ -f "$libdir/liblivealloc-checked.so" ]] ||
+  { echo "FAILED: $libdir/liblivealloc-checked.so is missing" >&2; missing=1; }
 for f in include/livealloc.h include/livealloc_reader.h include/memlive.h \
   include/memlive_web_assets.h bin/memlive; do
   [[ -f "$prefix/$f" ]] || { echo "FAILED: $prefix/$f is missing" >&2; missing=1; }

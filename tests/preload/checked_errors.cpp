@@ -1,0 +1,74 @@
+// Run under LD_PRELOAD=liblivealloc-checked.so by checked.sh. `checked_errors MODE`:
+//   ok       correct use (threads freeing each other's blocks, realloc, aligned and sized forms):
+//            prints "ok" and exits 0
+//   double   frees a block twice
+//   foreign  frees a pointer into a static array, which livealloc never returned
+//   sized    sized operator delete with a size larger than the block
+// The three errors print the pointer (printf's %p) on stdout before the bad call; the checked
+// library must then abort with a message that names it.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Through a volatile, so the compiler neither warns about nor removes the deliberate misuse.
+void* launder(void* p) {
+  void* volatile v = p;
+  return v;
+}
+
+void say(const void* p) {
+  std::printf("%p\n", p);
+  std::fflush(stdout);
+}
+
+int correct_use() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20000; ++i) blocks.push_back(std::malloc(static_cast<std::size_t>(i % 5000)));
+  std::thread other([&] {
+    for (std::size_t i = 0; i < blocks.size(); i += 2) std::free(blocks[i]);
+  });
+  other.join();
+  for (std::size_t i = 1; i < blocks.size(); i += 2) blocks[i] = std::realloc(blocks[i], 300);
+  for (std::size_t i = 1; i < blocks.size(); i += 2) std::free(blocks[i]);
+  void* a = std::aligned_alloc(4096, 8192);
+  void* n = ::operator new(100);
+  ::operator delete(n, 100);
+  std::free(a);
+  std::string s(1 << 20, 'x');  // a large block, through operator new
+  std::printf("ok %zu\n", s.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "ok") return correct_use();
+  if (mode == "double") {
+    void* p = std::malloc(48);
+    void* again = launder(p);
+    say(p);
+    std::free(p);
+    std::free(again);
+  } else if (mode == "foreign") {
+    alignas(64) static unsigned char array[256];
+    void* p = launder(array + 64);
+    say(p);
+    std::free(p);
+  } else if (mode == "sized") {
+    void* p = ::operator new(64);
+    say(p);
+    ::operator delete(launder(p), 4000);
+  } else {
+    std::fprintf(stderr, "usage: checked_errors ok|double|foreign|sized\n");
+    return 2;
+  }
+  std::printf("not caught\n");
+  return 1;
+}
