@@ -5,13 +5,12 @@
 # returned, a sized delete with a size larger than the block) must die of SIGABRT with
 # livealloc's message naming the pointer the program printed.
 set -euo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="$1"
 prog="$2"
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 

@@ -4,13 +4,12 @@
 # the same, non-empty standard output. The preloaded run must also really be preloaded: the
 # loader only warns (and carries on with the system malloc) when it cannot load LIB.
 set -euo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="$1"
 shift
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -8,14 +8,13 @@
 # passes there (a test that fails either way is this machine's, such as a socket family the
 # kernel lacks, and is listed; but if every test fails so, nothing was checked: a failure).
 set -euo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="$1"
 python="$2"
 shift 2
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 if (($# == 0)); then
   echo "FAIL: no test named" >&2
   exit 1

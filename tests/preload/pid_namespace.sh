@@ -11,12 +11,11 @@
 #      an older livealloc in another container): A's exit must not remove that file.
 # Needs root and unshare; exits 77 (skipped) without them. Every check ends in the exit code.
 set -uo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="${1:-}"
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 if [[ "$(id -u)" != 0 ]] || ! unshare --pid --fork --mount-proc --kill-child true 2>/dev/null; then
   echo "SKIP: needs root and unshare --pid --fork --mount-proc" >&2
   exit 77

@@ -4,13 +4,12 @@
 # outputs must have the same sha256. sort allocates its big buffers, runs threads and merges
 # temporary files, all on the allocator under test. Temporary files are always removed.
 set -euo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="$1"
 megabytes="${2:-250}"
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -7,12 +7,11 @@
 # on /dev/shm, so that no other process's segments are touched. Needs root and unshare; exits 77
 # (skipped) without them. Every check ends in the exit code.
 set -uo pipefail
+# shellcheck source=tests/preload/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 lib="${1:-}"
-if [[ "$lib" != /* || ! -f "$lib" ]]; then
-  echo "FAIL: preload library must be an existing absolute path: '$lib'" >&2
-  exit 1
-fi
+require_preload_lib "$lib"
 if [[ -z "${STALE_SWEEP_TEST_INNER:-}" ]]; then
   if [[ "$(id -u)" != 0 ]] || ! unshare --mount --propagation private true 2>/dev/null; then
     echo "SKIP: needs root and unshare --mount" >&2
