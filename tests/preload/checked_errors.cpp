@@ -8,7 +8,6 @@
 // library must then abort with a message that names it.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <string>
 #include <thread>
