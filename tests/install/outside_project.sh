@@ -28,10 +28,10 @@ mkdir -p "$work"
 prefix="$work/prefix"   # installed into a path unlike the configured CMAKE_INSTALL_PREFIX:
                         # the CMake and pkg-config files must not depend on it
 step() { echo "=== $*"; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
 
 if [[ -n "${deb:-}" ]]; then
   step "cpack -G DEB, then dpkg-deb -x"
-  fail() { echo "FAILED: $*" >&2; exit 1; }
   cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >"$work/cpack.log" ||
     { cat "$work/cpack.log" >&2; fail "cpack -G DEB"; }
   debs=("$work"/cpack/livealloc_*_amd64.deb)
@@ -53,7 +53,7 @@ fi
 
 step "the installed files"
 libdir="$(dirname "$(find "$prefix" -name liblivealloc.so -print -quit)")"
-[[ -f "$libdir/liblivealloc.so" ]] || { echo "FAILED: no liblivealloc.so under $prefix" >&2; exit 1; }
+[[ -f "$libdir/liblivealloc.so" ]] || fail "no liblivealloc.so under $prefix"
 missing=0
 [[ -f "$libdir/liblivealloc-checked.so" ]] ||
   { echo "FAILED: $libdir/liblivealloc-checked.so is missing" >&2; missing=1; }
@@ -66,11 +66,10 @@ for f in cmake/livealloc/liveallocConfig.cmake cmake/livealloc/liveallocConfigVe
   pkgconfig/livealloc.pc pkgconfig/memlive.pc; do
   [[ -f "$libdir/$f" ]] || { echo "FAILED: $libdir/$f is missing" >&2; missing=1; }
 done
-((missing == 0)) || exit 1
+((missing == 0)) || fail "files missing (above)"
 # Nothing of the build or source tree leaks into the installed package files.
 if grep -rl -e "$build" "$libdir/cmake" "$libdir/pkgconfig"; then
-  echo "FAILED: the files above name the build tree $build" >&2
-  exit 1
+  fail "the files above name the build tree $build"
 fi
 
 step "find_package: configure, build and run the outside project"
@@ -85,7 +84,7 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 pkg-config --exists --print-errors "livealloc = $(pkg-config --modversion livealloc)" memlive
 preload="$(pkg-config --variable=preload livealloc)"
 [[ "$(realpath "$preload")" == "$(realpath "$libdir/liblivealloc.so")" ]] ||
-  { echo "FAILED: pkg-config --variable=preload livealloc: $preload" >&2; exit 1; }
+  fail "pkg-config --variable=preload livealloc: $preload"
 # shellcheck disable=SC2046
 "$cxx" -std=c++17 -O1 -Wall -Wextra -Werror -DPRELOAD_PATH="\"$preload\"" \
   $(pkg-config --cflags livealloc) "$source/allocator_main.cpp" $(pkg-config --libs livealloc) \

@@ -1,7 +1,7 @@
 // Run under LD_PRELOAD=liblivealloc-checked.so by checked.sh. `checked_errors MODE`:
 //   ok       correct use (threads freeing each other's blocks, realloc, aligned and sized forms):
 //            prints "ok" and exits 0
-//   double   frees a block twice
+//   double   frees a block twice, then allocates its size again
 //   foreign  frees a pointer into a static array, which livealloc never returned
 //   sized    sized operator delete with a size larger than the block
 // The three errors print the pointer (printf's %p) on stdout before the bad call; the checked
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     say(p);
     std::free(p);
     std::free(again);
+    launder(std::malloc(48));  // the plain library finds it here, where it would hand p out again
   } else if (mode == "foreign") {
     alignas(64) static unsigned char array[256];
     void* p = launder(array + 64);

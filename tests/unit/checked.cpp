@@ -4,11 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <livealloc.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include "run_child.h"
+
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,51 +14,9 @@
 static_assert(LIVEALLOC_CHECKED == 1, "this file tests the checked mode");
 namespace la = livealloc;
 
-namespace {
-
-struct outcome {
-  bool aborted = false;
-  std::string err;
-};
-
-// Runs `fn` in a child process and reports whether it died of SIGABRT and what it said.
-template <class F>
-outcome run_child(F fn) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    signal(SIGABRT, SIG_DFL);  // not doctest's crash reporter: the abort is the expected outcome
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    fn();
-    _exit(0);
-  }
-  close(fds[1]);
-  outcome o;
-  char buf[1024];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) o.err.append(buf, static_cast<std::size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  o.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-  return o;
-}
-
-std::string hex(const void* p) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%#lx", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(p)));
-  return b;
-}
-
-}  // namespace
-
 TEST_CASE("double free of a small block aborts naming the address") {
   void* p = la::allocate(40);
-  outcome o = run_child([p] {
+  child_outcome o = run_child([p] {
     la::deallocate(p);
     la::deallocate(p);
   });
@@ -71,7 +27,7 @@ TEST_CASE("double free of a small block aborts naming the address") {
 
 TEST_CASE("double free of a large block aborts naming the address") {
   void* p = la::allocate(3 << 20);
-  outcome o = run_child([p] {
+  child_outcome o = run_child([p] {
     la::deallocate(p);
     la::deallocate(p);
   });
@@ -82,7 +38,7 @@ TEST_CASE("double free of a large block aborts naming the address") {
 
 TEST_CASE("double free from another thread is caught too") {
   void* p = la::allocate(100);
-  outcome o = run_child([p] {
+  child_outcome o = run_child([p] {
     std::thread([p] { la::deallocate(p); }).join();
     la::deallocate(p);
   });
@@ -96,7 +52,7 @@ TEST_CASE("freeing a pointer livealloc never returned aborts naming the address"
   char* inside = static_cast<char*>(la::allocate(256)) + 16;
   void* stack_ptr = &inside;
   for (void* bad : {static_cast<void*>(not_ours), static_cast<void*>(inside), stack_ptr}) {
-    outcome o = run_child([bad] { la::deallocate(bad); });
+    child_outcome o = run_child([bad] { la::deallocate(bad); });
     CHECK(o.aborted);
     CHECK(o.err.find("never returned: " + hex(bad)) != std::string::npos);
   }
@@ -105,7 +61,7 @@ TEST_CASE("freeing a pointer livealloc never returned aborts naming the address"
 
 TEST_CASE("a sized free with a size larger than the block aborts") {
   void* p = la::allocate(100);
-  outcome o = run_child([p] { la::deallocate(p, 5000); });
+  child_outcome o = run_child([p] { la::deallocate(p, 5000); });
   CHECK(o.aborted);
   CHECK(o.err.find("sized free with a size larger than the block: " + hex(p)) !=
         std::string::npos);
