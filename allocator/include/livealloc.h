@@ -339,6 +339,7 @@ constexpr std::size_t kRecentMaxSize = 64 * 1024;  // larger classes have no rec
 constexpr std::size_t kLargeHeader = 64;         // header in front of every large mapping
 constexpr std::uint32_t kMagic = 0x6c69766cu;    // "lvil"
 constexpr std::uint32_t kKindSegment = 1, kKindLarge = 2;
+constexpr std::uint32_t kKindLargeFreed = 3;  // a large block's header from its free to its reuse
 constexpr unsigned kOutboxSlots = 8;
 constexpr unsigned kLargeCacheSlots = 32;
 
@@ -865,7 +866,7 @@ inline std::uint64_t now_ms() noexcept {
 // the user pointer is itself 4 MiB-aligned and the header sits right before it.
 struct large_header {
   std::uint32_t magic;
-  std::uint32_t kind;  // kKindLarge
+  std::uint32_t kind;  // kKindLarge; kKindLargeFreed once freed (the mapping may stay, cached)
   std::uint8_t* base;  // the mapping
   std::size_t map_size;
   std::size_t usable;  // bytes from the user pointer to the end of the mapping
@@ -3528,6 +3529,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
 }
 
 inline void free_large(large_header* hdr) noexcept {
+  hdr->kind = kKindLargeFreed;
   large_count_free(hdr);
   sub(g_proc->large_bytes, hdr->map_size);
   sub(g.large_count, 1);
@@ -3570,7 +3572,7 @@ inline void checked_free(const void* p, std::size_t size, bool sized) noexcept {
   }
   if (kind == 2) {
     large_header* hdr = large_of(p);
-    if (hdr->magic != kMagic || hdr->kind != kKindLarge ||
+    if (hdr->magic != kMagic || (hdr->kind != kKindLarge && hdr->kind != kKindLargeFreed) ||
         a != reinterpret_cast<std::uintptr_t>(hdr->base) + hdr->map_size - hdr->usable)
       fatal("free of a pointer livealloc never returned:", p);
     if (sized && size > hdr->usable) fatal("sized free with a size larger than the block:", p);
@@ -3647,9 +3649,16 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   free_remote(owner, cls, b);
 }
 
-// nullptr or a large block (see is_large).
+// nullptr or a large block (see is_large). A block freed twice is found while its mapping is
+// cached (an unmapped one faults): the cache would otherwise hand it out twice.
 LIVEALLOC_NOINLINE inline void free_not_small(void* p) noexcept {
-  if (p) free_large(large_of(p));
+  if (!p) return;
+  large_header* hdr = large_of(p);
+  if (LIVEALLOC_UNLIKELY(hdr->kind != kKindLarge)) {
+    if (hdr->kind == kKindLargeFreed) fatal("double free of", p);
+    fatal("free of a pointer livealloc never returned:", p);
+  }
+  free_large(hdr);
 }
 
 // Any pointer: nullptr, a large block or a small one.

@@ -4,7 +4,8 @@
 # must exit 0 and each of its misuses (a double free, a free of a pointer livealloc never
 # returned, a sized delete with a size larger than the block) must die of SIGABRT with
 # livealloc's message naming the pointer the program printed. Under PLAIN_LIB (liblivealloc.so)
-# the double free must too: it frees the block again at once, the case the plain library catches.
+# the double frees must too: each frees its block again at once, the case the plain library
+# catches.
 set -euo pipefail
 # shellcheck source=tests/preload/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -46,7 +47,9 @@ expect_abort() {  # expect_abort LIB MODE MESSAGE: dies of SIGABRT naming the po
   echo "ok: $what aborts: $(grep -F "livealloc: " "$tmp/err" | head -n 1)"
 }
 expect_abort "$lib" double "double free of"
+expect_abort "$lib" double_large "double free of"
 expect_abort "$lib" foreign "free of a pointer livealloc never returned:"
 expect_abort "$lib" sized "sized free with a size larger than the block:"
 expect_abort "$plain" double "double free of"
+expect_abort "$plain" double_large "double free of"
 exit "$failed"

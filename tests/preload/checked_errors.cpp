@@ -2,9 +2,10 @@
 //   ok       correct use (threads freeing each other's blocks, realloc, aligned and sized forms):
 //            prints "ok" and exits 0
 //   double   frees a block twice, then allocates its size again
+//   double_large  frees a large block (3 MiB) twice
 //   foreign  frees a pointer into a static array, which livealloc never returned
 //   sized    sized operator delete with a size larger than the block
-// The three errors print the pointer (printf's %p) on stdout before the bad call; the checked
+// The errors print the pointer (printf's %p) on stdout before the bad call; the checked
 // library must then abort with a message that names it.
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
     std::free(p);
     std::free(again);
     launder(std::malloc(48));  // the plain library finds it here, where it would hand p out again
+  } else if (mode == "double_large") {
+    void* p = std::malloc(3 << 20);
+    void* again = launder(p);
+    say(p);
+    std::free(p);
+    std::free(again);
   } else if (mode == "foreign") {
     alignas(64) static unsigned char array[256];
     void* p = launder(array + 64);
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
     say(p);
     ::operator delete(launder(p), 4000);
   } else {
-    std::fprintf(stderr, "usage: checked_errors ok|double|foreign|sized\n");
+    std::fprintf(stderr, "usage: checked_errors ok|double|double_large|foreign|sized\n");
     return 2;
   }
   std::printf("not caught\n");

@@ -142,7 +142,7 @@ TEST_CASE("impossible sizes give nullptr and ENOMEM") {
 // the block's address, frees it twice and allocates once more; it must die naming that address.
 namespace {
 void free_twice(void* p) {
-  std::printf("block %s\n", hex(p).c_str());
+  std::printf("freeing twice: %s\n", hex(p).c_str());
   std::fflush(stdout);
   la::deallocate(p);
   la::deallocate(p);
@@ -152,10 +152,13 @@ void free_twice(void* p) {
 template <class F>
 void check_double_free_aborts(F child) {
   const child_outcome o = run_child(child);
+  INFO("the child wrote: " << o.err);
   CHECK(o.aborted);
-  const std::size_t at = o.err.find("block ");
+  const std::string said = "freeing twice: ";
+  const std::size_t at = o.err.find(said);
   REQUIRE(at != std::string::npos);
-  const std::string p = o.err.substr(at + 6, o.err.find('\n', at) - at - 6);
+  const std::size_t from = at + said.size();
+  const std::string p = o.err.substr(from, o.err.find('\n', from) - from);
   CHECK(o.err.find("livealloc: double free of " + p + "\n") != std::string::npos);
 }
 }  // namespace
@@ -172,6 +175,9 @@ TEST_CASE("a block freed twice in a row aborts naming the address") {
       for (std::size_t i = 0; r.room != 0; ++i) la::deallocate(blocks.at(i));
       free_twice(blocks.back());
     });
+  }
+  SUBCASE("a large block, its mapping cached") {
+    check_double_free_aborts([] { free_twice(la::allocate(3 << 20)); });
   }
 }
 

@@ -20,6 +20,7 @@ template <class F>
 child_outcome run_child(F fn) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);  // else the child would write what the test process had buffered too
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
