@@ -136,10 +136,11 @@ TEST_CASE("impossible sizes give nullptr and ENOMEM") {
   CHECK(errno == ENOMEM);
 }
 
-// The checked mode finds every double free; the default one the commonest, for a compare: a block
-// freed again before its thread freed another of its class (glibc aborts on it too), found at the
-// free or at the next malloc of the class, which would hand the block out again. The child prints
-// the block's address, frees it twice and allocates once more; it must die naming that address.
+// The checked mode finds every double free; the default mode, for a compare, the commonest: a
+// block freed again before its thread freed another of its class (glibc aborts on it too), found
+// at the free or at the next malloc of the class, which would hand the block out again, and a
+// large block freed again while its mapping is cached. The child prints the block's address,
+// frees it twice and allocates once more; it must die naming that address.
 namespace {
 void free_twice(void* p) {
   std::printf("freeing twice: %s\n", hex(p).c_str());
