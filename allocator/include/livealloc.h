@@ -460,6 +460,20 @@ __attribute__((noipa))
 inline void* double_free(const void* p) noexcept {
   fatal("double free of", p);
 }
+// A small block's address is a multiple of 16 (every class is, from a 64 KiB-aligned start), so a
+// pointer that is not was never returned (glibc's free rejects a misaligned pointer too). Found
+// where a list hands it out or links it, as a block freed twice is, and aborts as double_free.
+#if defined(__clang__)
+LIVEALLOC_NOINLINE
+#else
+__attribute__((noipa))
+#endif
+inline void* misaligned_free(const void* p) noexcept {
+  fatal("free of a pointer livealloc never returned:", p);
+}
+LIVEALLOC_ALWAYS_INLINE bool misaligned(const void* p) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15) != 0;
+}
 
 // Process-wide counters live in the telemetry segment's header; until the segment exists (or
 // when it cannot be created) they live here.
@@ -1609,6 +1623,7 @@ LIVEALLOC_NOINLINE inline void page_after_free(heap* h, page* pg) noexcept {
 // Puts a block back in its page of heap `h`, in the owner's (or claimer's) context; counts nothing.
 LIVEALLOC_ALWAYS_INLINE void page_return_block(heap* h, page* pg, block* b) noexcept {
   if (LIVEALLOC_UNLIKELY(b == pg->local_free)) return (void)double_free(b);  // (see take_recent)
+  if (LIVEALLOC_UNLIKELY(misaligned(b))) return (void)misaligned_free(b);
   b->next = pg->local_free;
   pg->local_free = b;
   if (LIVEALLOC_UNLIKELY(--pg->used == 0 || pg->in_full)) page_after_free(h, pg);
@@ -1728,6 +1743,7 @@ inline void outbox_add(heap* h, heap* owner, block* b) noexcept {
     slot = outbox_slot{owner, nullptr, nullptr, 0, {}};
   }
   if (LIVEALLOC_UNLIKELY(b == slot.head)) return (void)double_free(b);  // (see take_recent)
+  if (LIVEALLOC_UNLIKELY(misaligned(b))) return (void)misaligned_free(b);
   b->next = slot.head;
   b->ahead = slot.recent[slot.count % kPrefetchAhead];  // pushed kPrefetchAhead blocks ago
   slot.recent[slot.count % kPrefetchAhead] = b;
@@ -3142,6 +3158,7 @@ LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
                                           std::size_t size) noexcept {
   block* next = b->next;
   if (LIVEALLOC_UNLIKELY(next == b)) return double_free(b);
+  if (LIVEALLOC_UNLIKELY(misaligned(b))) return misaligned_free(b);
   h->recent[cls].head = next;
   return take_listed(h, b, cls, size, false);
 }
@@ -3150,6 +3167,7 @@ LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
                                              std::size_t size) noexcept {
   block* next = b->next;
   if (LIVEALLOC_UNLIKELY(next == b)) return double_free(b);
+  if (LIVEALLOC_UNLIKELY(misaligned(b))) return misaligned_free(b);
   h->recent[cls].foreign = next;
   return take_listed(h, b, cls, size, true);
 }
@@ -3649,16 +3667,27 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   free_remote(owner, cls, b);
 }
 
-// nullptr or a large block (see is_large). A block freed twice is found while its mapping is
-// cached (an unmapped one faults): the cache would otherwise hand it out twice.
+// The header of the large block that `p` (from is_large) must be, for free or realloc: else
+// aborts naming p. A block freed twice is found while its mapping is cached (the cache would hand
+// it out twice; an unmapped one faults), and a pointer into a large block (the header says where
+// the block starts) or into no block of ours, as glibc finds a misaligned chunk or a bad size.
+inline large_header* large_block_of(void* p, bool realloc) noexcept {
+  large_header* hdr = large_of(p);
+  const bool start = static_cast<std::uint8_t*>(p) == hdr->base + hdr->map_size - hdr->usable;
+  if (LIVEALLOC_UNLIKELY(hdr->kind != kKindLarge || !start)) {
+    if (hdr->kind == kKindLargeFreed && start)
+      fatal(realloc ? "realloc of a freed block:" : "double free of", p);
+    fatal(realloc ? "realloc of a pointer livealloc never returned:"
+                  : "free of a pointer livealloc never returned:",
+          p);
+  }
+  return hdr;
+}
+
+// nullptr or a large block (see is_large).
 LIVEALLOC_NOINLINE inline void free_not_small(void* p) noexcept {
   if (!p) return;
-  large_header* hdr = large_of(p);
-  if (LIVEALLOC_UNLIKELY(hdr->kind != kKindLarge)) {
-    if (hdr->kind == kKindLargeFreed) fatal("double free of", p);
-    fatal("free of a pointer livealloc never returned:", p);
-  }
-  free_large(hdr);
+  free_large(large_block_of(p, false));
 }
 
 // Any pointer: nullptr, a large block or a small one.
@@ -3822,7 +3851,7 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
   }
   std::size_t usable;
   if (is_large(p)) {
-    usable = large_of(p)->usable;
+    usable = large_block_of(p, true)->usable;
     if (void* q = realloc_large(p, size)) return q;
   } else {
     usable = class_size(class_of_block(p));

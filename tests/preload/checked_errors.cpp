@@ -63,6 +63,15 @@ int main(int argc, char** argv) {
     say(p);
     std::free(p);
     std::free(again);
+  } else if (mode == "inside_large") {  // a pointer 16 bytes into a large block
+    void* p = static_cast<char*>(std::malloc(3 << 20)) + 16;
+    say(p);
+    std::free(launder(p));
+  } else if (mode == "misaligned") {  // a pointer 8 bytes into a small block
+    void* p = static_cast<char*>(std::malloc(48)) + 8;
+    say(p);
+    std::free(launder(p));
+    launder(std::malloc(48));  // the plain library finds it here, where it would hand p out
   } else if (mode == "foreign") {
     alignas(64) static unsigned char array[256];
     void* p = launder(array + 64);
@@ -73,7 +82,9 @@ int main(int argc, char** argv) {
     say(p);
     ::operator delete(launder(p), 4000);
   } else {
-    std::fprintf(stderr, "usage: checked_errors ok|double|double_large|foreign|sized\n");
+    std::fprintf(stderr,
+                 "usage: checked_errors "
+                 "ok|double|double_large|inside_large|misaligned|foreign|sized\n");
     return 2;
   }
   std::printf("not caught\n");

@@ -136,15 +136,34 @@ TEST_CASE("impossible sizes give nullptr and ENOMEM") {
   CHECK(errno == ENOMEM);
 }
 
+// A misuse that livealloc must abort on, naming the pointer, runs in a forked child that prints
+// the pointer it passes ("bad pointer: 0x..."); the child must die of SIGABRT with livealloc's
+// message and that pointer.
+namespace {
+void say_bad(const void* p) {
+  std::printf("bad pointer: %s\n", hex(p).c_str());
+  std::fflush(stdout);
+}
+template <class F>
+void check_aborts_naming(F child, const std::string& message) {
+  const child_outcome o = run_child(child);
+  INFO("the child wrote: " << o.err);
+  CHECK(o.aborted);
+  const std::string said = "bad pointer: ";
+  const std::size_t at = o.err.find(said);
+  REQUIRE(at != std::string::npos);
+  const std::size_t from = at + said.size();
+  const std::string p = o.err.substr(from, o.err.find('\n', from) - from);
+  CHECK(o.err.find("livealloc: " + message + " " + p + "\n") != std::string::npos);
+}
+
 // The checked mode finds every double free; the default mode, for a compare, the commonest: a
 // block freed again before its thread freed another of its class (glibc aborts on it too), found
 // at the free or at the next malloc of the class, which would hand the block out again, and a
-// large block freed again while its mapping is cached. The child prints the block's address,
-// frees it twice and allocates once more; it must die naming that address.
-namespace {
+// large block freed again while its mapping is cached. The child frees the block twice and
+// allocates once more.
 void free_twice(void* p) {
-  std::printf("freeing twice: %s\n", hex(p).c_str());
-  std::fflush(stdout);
+  say_bad(p);
   la::deallocate(p);
   la::deallocate(p);
   void* volatile again = la::allocate(40);
@@ -152,15 +171,17 @@ void free_twice(void* p) {
 }
 template <class F>
 void check_double_free_aborts(F child) {
-  const child_outcome o = run_child(child);
-  INFO("the child wrote: " << o.err);
-  CHECK(o.aborted);
-  const std::string said = "freeing twice: ";
-  const std::size_t at = o.err.find(said);
-  REQUIRE(at != std::string::npos);
-  const std::size_t from = at + said.size();
-  const std::string p = o.err.substr(from, o.err.find('\n', from) - from);
-  CHECK(o.err.find("livealloc: double free of " + p + "\n") != std::string::npos);
+  check_aborts_naming(child, "double free of");
+}
+// Fills this thread's recent-free list of 40-byte blocks, so that the next free of one goes to
+// its page; returns a block of that class still allocated.
+void* recent_list_full() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i) blocks.push_back(la::allocate(40));
+  // (the heap's, once it has one: before the first allocation tls_heap is a shared empty one)
+  const la::detail::recent_list& r = la::detail::tls_heap->recent[la::detail::class_of(40)];
+  for (std::size_t i = 0; r.room != 0; ++i) la::deallocate(blocks.at(i));
+  return blocks.back();
 }
 }  // namespace
 
@@ -169,16 +190,71 @@ TEST_CASE("a block freed twice in a row aborts naming the address") {
     check_double_free_aborts([] { free_twice(la::allocate(40)); });
   }
   SUBCASE("into its page, the list full") {
-    check_double_free_aborts([] {
-      const la::detail::recent_list& r = la::detail::tls_heap->recent[la::detail::class_of(40)];
-      std::vector<void*> blocks;
-      for (int i = 0; i < 1000; ++i) blocks.push_back(la::allocate(40));
-      for (std::size_t i = 0; r.room != 0; ++i) la::deallocate(blocks.at(i));
-      free_twice(blocks.back());
-    });
+    check_double_free_aborts([] { free_twice(recent_list_full()); });
   }
   SUBCASE("a large block, its mapping cached") {
     check_double_free_aborts([] { free_twice(la::allocate(3 << 20)); });
+  }
+}
+
+// A pointer into a block, freed or reallocated, where glibc aborts on the chunk's misalignment or
+// bad size. Into a large block it was taken for the block (which its owner still uses): the header
+// says where the block starts. Into a small one, misaligned, it went on a list as a block and came
+// back from malloc: every small block is 16-byte aligned, and the lists check (as they find a
+// block freed twice), the recent-free list at the next malloc of the class, a page at once. A
+// realloc of a large block freed already, while its mapping waits in the cache, aborts too.
+namespace {
+void free_inside(void* block, std::size_t offset) {
+  void* p = static_cast<char*>(block) + offset;
+  say_bad(p);
+  la::deallocate(p);
+}
+}  // namespace
+
+TEST_CASE("a pointer into a block, freed or reallocated, aborts naming it") {
+  const std::string never_free = "free of a pointer livealloc never returned:";
+  SUBCASE("free, 8 bytes into a small block, onto the recent-free list") {
+    check_aborts_naming(
+        [] {
+          free_inside(la::allocate(40), 8);
+          void* volatile again = la::allocate(40);
+          (void)again;
+        },
+        never_free);
+  }
+  SUBCASE("free, 8 bytes into a small block, into its page with the list full") {
+    check_aborts_naming([] { free_inside(recent_list_full(), 8); }, never_free);
+  }
+  SUBCASE("free, 16 bytes into a large block") {
+    check_aborts_naming([] { free_inside(la::allocate(3 << 20), 16); }, never_free);
+  }
+  SUBCASE("free, a page into a large block") {
+    check_aborts_naming([] { free_inside(la::allocate(3 << 20), 4096); }, never_free);
+  }
+  SUBCASE("free, 16 bytes into a large block aligned to 64 KiB") {
+    check_aborts_naming([] { free_inside(la::allocate_aligned(1 << 20, 1 << 16), 16); },
+                        never_free);
+  }
+  SUBCASE("realloc, 16 bytes into a large block") {
+    check_aborts_naming(
+        [] {
+          void* p = static_cast<char*>(la::allocate(3 << 20)) + 16;
+          say_bad(p);
+          void* volatile q = la::reallocate(p, 5 << 20);
+          (void)q;
+        },
+        "realloc of a pointer livealloc never returned:");
+  }
+  SUBCASE("realloc of a large block freed, its mapping cached") {
+    check_aborts_naming(
+        [] {
+          void* p = la::allocate(3 << 20);
+          la::deallocate(p);
+          say_bad(p);
+          void* volatile q = la::reallocate(p, 5 << 20);
+          (void)q;
+        },
+        "realloc of a freed block:");
   }
 }
 
