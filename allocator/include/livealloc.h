@@ -449,26 +449,21 @@ struct message {
   abort();
 }
 
-// Aborts, yet is not declared [[noreturn]], and GCC may not find out (noipa): a fast path that
-// calls a noreturn function aligns the stack for the call on every entry, where a tail call to
-// this costs it nothing. (It returns what a malloc would, for the tail call.)
+// The two below abort, yet are not declared [[noreturn]], and GCC may not find out (noipa): a
+// fast path that calls a noreturn function aligns the stack for the call on every entry, where a
+// tail call to these costs it nothing. (They return what a malloc would, for the tail call.)
 #if defined(__clang__)
-LIVEALLOC_NOINLINE
+#define LIVEALLOC_OPAQUE LIVEALLOC_NOINLINE
 #else
-__attribute__((noipa))
+#define LIVEALLOC_OPAQUE __attribute__((noipa))
 #endif
-inline void* double_free(const void* p) noexcept {
+LIVEALLOC_OPAQUE inline void* double_free(const void* p) noexcept {
   fatal("double free of", p);
 }
 // A small block's address is a multiple of 16 (every class is, from a 64 KiB-aligned start), so a
 // pointer that is not was never returned (glibc's free rejects a misaligned pointer too). Found
-// where a list hands it out or links it, as a block freed twice is, and aborts as double_free.
-#if defined(__clang__)
-LIVEALLOC_NOINLINE
-#else
-__attribute__((noipa))
-#endif
-inline void* misaligned_free(const void* p) noexcept {
+// where a list hands it out or links it, as a block freed twice is.
+LIVEALLOC_OPAQUE inline void* misaligned_free(const void* p) noexcept {
   fatal("free of a pointer livealloc never returned:", p);
 }
 LIVEALLOC_ALWAYS_INLINE bool misaligned(const void* p) noexcept {
@@ -4741,6 +4736,7 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align
 #undef LIVEALLOC_UNLIKELY
 #undef LIVEALLOC_ALWAYS_INLINE
 #undef LIVEALLOC_NOINLINE
+#undef LIVEALLOC_OPAQUE
 #undef LIVEALLOC_TSAN
 
 #endif  // LIVEALLOC_H
