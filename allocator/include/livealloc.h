@@ -449,25 +449,23 @@ struct message {
   abort();
 }
 
-// The two below abort, yet are not declared [[noreturn]], and GCC may not find out (noipa): a
-// fast path that calls a noreturn function aligns the stack for the call on every entry, where a
-// tail call to these costs it nothing. (They return what a malloc would, for the tail call.)
+// A block a list is about to hand out or link that it must not: one linked to itself (`link`,
+// the block it links to or the list head it goes on, is the block) was freed twice, one whose
+// address is not a multiple of 16 (every small class is, from a 64 KiB-aligned start) was never
+// returned (glibc's free rejects a misaligned pointer too). Aborts, yet is not declared
+// [[noreturn]], and GCC may not find out (noipa): a fast path that calls a noreturn function
+// aligns the stack for the call on every entry, where a tail call to this costs it nothing. (It
+// returns what a malloc would, for the tail call.)
 #if defined(__clang__)
-#define LIVEALLOC_OPAQUE LIVEALLOC_NOINLINE
+LIVEALLOC_NOINLINE
 #else
-#define LIVEALLOC_OPAQUE __attribute__((noipa))
+__attribute__((noipa))
 #endif
-LIVEALLOC_OPAQUE inline void* double_free(const void* p) noexcept {
-  fatal("double free of", p);
+inline void* bad_block(const void* b, const void* link) noexcept {
+  fatal(b == link ? "double free of" : "free of a pointer livealloc never returned:", b);
 }
-// A small block's address is a multiple of 16 (every class is, from a 64 KiB-aligned start), so a
-// pointer that is not was never returned (glibc's free rejects a misaligned pointer too). Found
-// where a list hands it out or links it, as a block freed twice is.
-LIVEALLOC_OPAQUE inline void* misaligned_free(const void* p) noexcept {
-  fatal("free of a pointer livealloc never returned:", p);
-}
-LIVEALLOC_ALWAYS_INLINE bool misaligned(const void* p) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(p) & 15) != 0;
+LIVEALLOC_ALWAYS_INLINE bool bad_link(const void* b, const void* link) noexcept {
+  return b == link || (reinterpret_cast<std::uintptr_t>(b) & 15) != 0;
 }
 
 // Process-wide counters live in the telemetry segment's header; until the segment exists (or
@@ -1617,8 +1615,7 @@ LIVEALLOC_NOINLINE inline void page_after_free(heap* h, page* pg) noexcept {
 
 // Puts a block back in its page of heap `h`, in the owner's (or claimer's) context; counts nothing.
 LIVEALLOC_ALWAYS_INLINE void page_return_block(heap* h, page* pg, block* b) noexcept {
-  if (LIVEALLOC_UNLIKELY(b == pg->local_free)) return (void)double_free(b);  // (see take_recent)
-  if (LIVEALLOC_UNLIKELY(misaligned(b))) return (void)misaligned_free(b);
+  if (LIVEALLOC_UNLIKELY(bad_link(b, pg->local_free))) return (void)bad_block(b, pg->local_free);
   b->next = pg->local_free;
   pg->local_free = b;
   if (LIVEALLOC_UNLIKELY(--pg->used == 0 || pg->in_full)) page_after_free(h, pg);
@@ -1737,8 +1734,7 @@ inline void outbox_add(heap* h, heap* owner, block* b) noexcept {
     }
     slot = outbox_slot{owner, nullptr, nullptr, 0, {}};
   }
-  if (LIVEALLOC_UNLIKELY(b == slot.head)) return (void)double_free(b);  // (see take_recent)
-  if (LIVEALLOC_UNLIKELY(misaligned(b))) return (void)misaligned_free(b);
+  if (LIVEALLOC_UNLIKELY(bad_link(b, slot.head))) return (void)bad_block(b, slot.head);
   b->next = slot.head;
   b->ahead = slot.recent[slot.count % kPrefetchAhead];  // pushed kPrefetchAhead blocks ago
   slot.recent[slot.count % kPrefetchAhead] = b;
@@ -3147,13 +3143,12 @@ LIVEALLOC_ALWAYS_INLINE void* take_listed(heap* h, block* b, unsigned cls, std::
 // would hand it out at every malloc from then on. Found where the block is taken, not where it is
 // freed: the compare in the fast path of free took it into a third cache line (2.5% on the fast
 // path at 64 B), and malloc's spans three with or without it. Pages and outboxes compare a block
-// with their list's head as they link it. The checked mode (liblivealloc-checked.so) finds every
-// double free, at the free.
+// with their list's head as they link it. A misaligned pointer freed is found at the same places
+// (bad_link). The checked mode (liblivealloc-checked.so) finds every double free, at the free.
 LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
                                           std::size_t size) noexcept {
   block* next = b->next;
-  if (LIVEALLOC_UNLIKELY(next == b)) return double_free(b);
-  if (LIVEALLOC_UNLIKELY(misaligned(b))) return misaligned_free(b);
+  if (LIVEALLOC_UNLIKELY(bad_link(b, next))) return bad_block(b, next);
   h->recent[cls].head = next;
   return take_listed(h, b, cls, size, false);
 }
@@ -3161,8 +3156,7 @@ LIVEALLOC_ALWAYS_INLINE void* take_recent(heap* h, block* b, unsigned cls,
 LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
                                              std::size_t size) noexcept {
   block* next = b->next;
-  if (LIVEALLOC_UNLIKELY(next == b)) return double_free(b);
-  if (LIVEALLOC_UNLIKELY(misaligned(b))) return misaligned_free(b);
+  if (LIVEALLOC_UNLIKELY(bad_link(b, next))) return bad_block(b, next);
   h->recent[cls].foreign = next;
   return take_listed(h, b, cls, size, true);
 }
@@ -4736,7 +4730,6 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align
 #undef LIVEALLOC_UNLIKELY
 #undef LIVEALLOC_ALWAYS_INLINE
 #undef LIVEALLOC_NOINLINE
-#undef LIVEALLOC_OPAQUE
 #undef LIVEALLOC_TSAN
 
 #endif  // LIVEALLOC_H
