@@ -3556,7 +3556,12 @@ inline void free_large(large_header* hdr) noexcept {
 
 #if LIVEALLOC_CHECKED
 // Validates a pointer about to be freed and marks it free; aborts with the address otherwise.
-inline void checked_free(const void* p, std::size_t size, bool sized) noexcept {
+// For a realloc (`realloc`), validates it and leaves it live: realloc_move frees it after the copy.
+inline void checked_free(const void* p, std::size_t size, bool sized,
+                         bool realloc = false) noexcept {
+  const char* const never = realloc ? "realloc of a pointer livealloc never returned:"
+                                    : "free of a pointer livealloc never returned:";
+  const char* const twice = realloc ? "realloc of a freed block:" : "double free of";
   auto a = reinterpret_cast<std::uintptr_t>(p);
   std::uint8_t kind = chunk_kind(p);
   if ((a & kSegmentMask) == 0 && a >= kLargeHeader) kind = chunk_kind(reinterpret_cast<const void*>(a - kLargeHeader)) == 2 ? 2 : 0;
@@ -3565,28 +3570,32 @@ inline void checked_free(const void* p, std::size_t size, bool sized) noexcept {
     page* pg = s->pages[(a & kSegmentMask) >> kUnitShift].span;
     if (s->magic != kMagic || s->kind != kKindSegment || !pg || !pg->owner ||
         a < reinterpret_cast<std::uintptr_t>(page_start(pg)))
-      fatal("free of a pointer livealloc never returned:", p);
+      fatal(never, p);
     std::size_t off = a - reinterpret_cast<std::uintptr_t>(page_start(pg));
     std::size_t i = off / pg->block_size;
     if (off % pg->block_size != 0 || i >= pg->reserved)
-      fatal("free of a pointer livealloc never returned:", p);
+      fatal(never, p);
     std::uint64_t bit = std::uint64_t(1) << (i % 64);
     if (sized && (size > pg->block_size))
       fatal("sized free with a size larger than the block:", p);
-    if (!(pg->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit))
-      fatal("double free of", p);
+    std::atomic<std::uint64_t>& live = pg->live_bits[i / 64];
+    if (!((realloc ? live.load(std::memory_order_relaxed)
+                   : live.fetch_and(~bit, std::memory_order_relaxed)) & bit))
+      fatal(twice, p);
     return;
   }
   if (kind == 2) {
     large_header* hdr = large_of(p);
     if (hdr->magic != kMagic || (hdr->kind != kKindLarge && hdr->kind != kKindLargeFreed) ||
         a != reinterpret_cast<std::uintptr_t>(hdr->base) + hdr->map_size - hdr->usable)
-      fatal("free of a pointer livealloc never returned:", p);
+      fatal(never, p);
     if (sized && size > hdr->usable) fatal("sized free with a size larger than the block:", p);
-    if (hdr->live.exchange(0, std::memory_order_relaxed) != 1) fatal("double free of", p);
+    if ((realloc ? hdr->live.load(std::memory_order_relaxed)
+                 : hdr->live.exchange(0, std::memory_order_relaxed)) != 1)
+      fatal(twice, p);
     return;
   }
-  fatal("free of a pointer livealloc never returned:", p);
+  fatal(never, p);
 }
 #endif
 
@@ -3843,6 +3852,10 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
     usable = large_block_of(p, true)->usable;
     if (void* q = realloc_large(p, size)) return q;
   } else {
+    // Every small block is 16-byte aligned: a misaligned pointer is inside one (glibc:
+    // "realloc(): invalid pointer"), and copying from it would read the next block's bytes.
+    if (reinterpret_cast<std::uintptr_t>(p) & 15)
+      fatal("realloc of a pointer livealloc never returned:", p);
     usable = class_size(class_of_block(p));
   }
   void* q;
@@ -3864,12 +3877,17 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
 // the common step of a buffer grown by appends. That path saves no registers and calls nothing;
 // the rest is realloc_move.
 inline void* realloc_impl(void* p, std::size_t size) noexcept {
+#if LIVEALLOC_CHECKED
+  if (p) checked_free(p, 0, false, true);
+#endif
   if (LIVEALLOC_LIKELY(!is_large(p))) {  // (nullptr reads as large: realloc_move takes it)
     // The class and owner from the segment header, as free reads them.
     const unit_info& u = unit_of_block(p);
     const unsigned cls = u.cls;
     const std::size_t usable = class_size(cls);
-    if (size <= usable && size >= usable / 2) {  // (usable / 2 is 8 or more: size is not 0)
+    // (usable / 2 is 8 or more: size is not 0; a misaligned p is realloc_move's to refuse)
+    if (size <= usable && size >= usable / 2 &&
+        LIVEALLOC_LIKELY((reinterpret_cast<std::uintptr_t>(p) & 15) == 0)) {
       // A free and an allocation of the same block, in the owner's counts.
       heap* h = tls_heap;
       if (u.owner == h) {

@@ -4,6 +4,8 @@
 //   double   frees a block twice, then allocates its size again
 //   double_large  frees a large block (3 MiB) twice
 //   foreign  frees a pointer into a static array, which livealloc never returned
+//   inside_large, misaligned  frees a pointer 16 bytes into a large block, 8 into a small one
+//   realloc_misaligned, realloc_freed  reallocs a pointer 8 bytes into a small block, a freed one
 //   sized    sized operator delete with a size larger than the block
 // The errors print the pointer (printf's %p) on stdout before the bad call; the checked
 // library must then abort with a message that names it.
@@ -72,6 +74,16 @@ int main(int argc, char** argv) {
     say(p);
     std::free(launder(p));
     launder(std::malloc(48));  // the plain library finds it here, where it would hand p out
+  } else if (mode == "realloc_misaligned") {  // realloc of a pointer 8 bytes into a small block
+    void* p = static_cast<char*>(std::malloc(48)) + 8;
+    say(p);
+    launder(std::realloc(launder(p), 40));
+  } else if (mode == "realloc_freed") {  // realloc of a freed small block, to a size it holds
+    void* p = std::malloc(48);
+    void* again = launder(p);
+    say(p);
+    std::free(p);
+    launder(std::realloc(again, 40));
   } else if (mode == "foreign") {
     alignas(64) static unsigned char array[256];
     void* p = launder(array + 64);
@@ -84,7 +96,8 @@ int main(int argc, char** argv) {
   } else {
     std::fprintf(stderr,
                  "usage: checked_errors "
-                 "ok|double|double_large|inside_large|misaligned|foreign|sized\n");
+                 "ok|double|double_large|inside_large|misaligned|realloc_misaligned|"
+                 "realloc_freed|foreign|sized\n");
     return 2;
   }
   std::printf("not caught\n");

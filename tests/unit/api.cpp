@@ -245,6 +245,26 @@ TEST_CASE("a pointer into a block, freed or reallocated, aborts naming it") {
         },
         "realloc of a pointer livealloc never returned:");
   }
+  SUBCASE("realloc, 8 bytes into a small block, to a size its block holds") {
+    check_aborts_naming(
+        [] {
+          void* p = static_cast<char*>(la::allocate(40)) + 8;
+          say_bad(p);
+          void* volatile q = la::reallocate(p, 40);
+          (void)q;
+        },
+        "realloc of a pointer livealloc never returned:");
+  }
+  SUBCASE("realloc, 8 bytes into a small block, to a larger size") {
+    check_aborts_naming(
+        [] {
+          void* p = static_cast<char*>(la::allocate(40)) + 8;
+          say_bad(p);
+          void* volatile q = la::reallocate(p, 4000);
+          (void)q;
+        },
+        "realloc of a pointer livealloc never returned:");
+  }
   SUBCASE("realloc of a large block freed, its mapping cached") {
     check_aborts_naming(
         [] {

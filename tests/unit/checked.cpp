@@ -59,6 +59,42 @@ TEST_CASE("freeing a pointer livealloc never returned aborts naming the address"
   la::deallocate(inside - 16);
 }
 
+// realloc validates its pointer before it keeps, grows or moves the block: a freed block kept in
+// place would be handed out twice, and a pointer inside one would be returned as a block.
+TEST_CASE("realloc of a freed block or of a pointer livealloc never returned aborts") {
+  struct bad_realloc {
+    std::size_t block, offset, to;  // allocate `block`; free it if offset is 0; realloc +offset
+  };
+  const bad_realloc cases[] = {
+      {40, 0, 40},                    // freed, the size its block holds (kept in place before)
+      {40, 0, 4000},                  // freed, moved to a larger class
+      {3 << 20, 0, 3 << 20},          // a large block freed, its mapping cached
+      {3 << 20, 0, 5 << 20},          // the same, grown
+      {256, 16, 256},                 // 16 bytes into a small block (a multiple of 16)
+      {256, 8, 4000},                 // 8 bytes into a small block, moved
+      {3 << 20, 4096, 3 << 20},       // a page into a large block
+  };
+  for (const bad_realloc& c : cases) {
+    CAPTURE(c.block);
+    CAPTURE(c.offset);
+    CAPTURE(c.to);
+    char* p = static_cast<char*>(la::allocate(c.block));
+    void* bad = p + c.offset;
+    child_outcome o = run_child([&] {
+      if (c.offset == 0) la::deallocate(p);
+      void* volatile q = la::reallocate(bad, c.to);
+      (void)q;
+    });
+    INFO("the child wrote: " << o.err);
+    CHECK(o.aborted);
+    const std::string want = c.offset == 0 ? "livealloc: realloc of a freed block: "
+                                           : "livealloc: realloc of a pointer livealloc never "
+                                             "returned: ";
+    CHECK(o.err.find(want + hex(bad)) != std::string::npos);
+    la::deallocate(p);
+  }
+}
+
 TEST_CASE("a sized free with a size larger than the block aborts") {
   void* p = la::allocate(100);
   child_outcome o = run_child([p] { la::deallocate(p, 5000); });
