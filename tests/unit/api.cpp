@@ -200,14 +200,21 @@ TEST_CASE("a block freed twice in a row aborts naming the address") {
 // A pointer into a block, freed or reallocated, where glibc aborts on the chunk's misalignment or
 // bad size. Into a large block it was taken for the block (which its owner still uses): the header
 // says where the block starts. Into a small one, misaligned, it went on a list as a block and came
-// back from malloc: every small block is 16-byte aligned, and the lists check (as they find a
-// block freed twice), the recent-free list at the next malloc of the class, a page at once. A
-// realloc of a large block freed already, while its mapping waits in the cache, aborts too.
+// back from malloc (realloc kept it in place, or copied from it): every small block is 16-byte
+// aligned, and the lists check (as they find a block freed twice), the recent-free list at the
+// next malloc of the class, a page at once; realloc before it keeps or copies. A realloc of a
+// large block freed already, while its mapping waits in the cache, aborts too.
 namespace {
 void free_inside(void* block, std::size_t offset) {
   void* p = static_cast<char*>(block) + offset;
   say_bad(p);
   la::deallocate(p);
+}
+void realloc_inside(void* block, std::size_t offset, std::size_t size) {
+  void* p = static_cast<char*>(block) + offset;
+  say_bad(p);
+  void* volatile q = la::reallocate(p, size);
+  (void)q;
 }
 }  // namespace
 
@@ -235,44 +242,23 @@ TEST_CASE("a pointer into a block, freed or reallocated, aborts naming it") {
     check_aborts_naming([] { free_inside(la::allocate_aligned(1 << 20, 1 << 16), 16); },
                         never_free);
   }
+  const std::string never_realloc = "realloc of a pointer livealloc never returned:";
   SUBCASE("realloc, 16 bytes into a large block") {
-    check_aborts_naming(
-        [] {
-          void* p = static_cast<char*>(la::allocate(3 << 20)) + 16;
-          say_bad(p);
-          void* volatile q = la::reallocate(p, 5 << 20);
-          (void)q;
-        },
-        "realloc of a pointer livealloc never returned:");
+    check_aborts_naming([] { realloc_inside(la::allocate(3 << 20), 16, 5 << 20); },
+                        never_realloc);
   }
   SUBCASE("realloc, 8 bytes into a small block, to a size its block holds") {
-    check_aborts_naming(
-        [] {
-          void* p = static_cast<char*>(la::allocate(40)) + 8;
-          say_bad(p);
-          void* volatile q = la::reallocate(p, 40);
-          (void)q;
-        },
-        "realloc of a pointer livealloc never returned:");
+    check_aborts_naming([] { realloc_inside(la::allocate(40), 8, 40); }, never_realloc);
   }
   SUBCASE("realloc, 8 bytes into a small block, to a larger size") {
-    check_aborts_naming(
-        [] {
-          void* p = static_cast<char*>(la::allocate(40)) + 8;
-          say_bad(p);
-          void* volatile q = la::reallocate(p, 4000);
-          (void)q;
-        },
-        "realloc of a pointer livealloc never returned:");
+    check_aborts_naming([] { realloc_inside(la::allocate(40), 8, 4000); }, never_realloc);
   }
   SUBCASE("realloc of a large block freed, its mapping cached") {
     check_aborts_naming(
         [] {
           void* p = la::allocate(3 << 20);
           la::deallocate(p);
-          say_bad(p);
-          void* volatile q = la::reallocate(p, 5 << 20);
-          (void)q;
+          realloc_inside(p, 0, 5 << 20);
         },
         "realloc of a freed block:");
   }
