@@ -141,6 +141,8 @@ void* reallocate(void* ptr, std::size_t size) noexcept;
 void deallocate(void* ptr) noexcept;
 // Sized free: `size` is the size that was requested (checked in LIVEALLOC_CHECKED builds).
 void deallocate(void* ptr, std::size_t size) noexcept;
+// The bytes `ptr` may use (its block's size; 0 for nullptr), like malloc_usable_size. A pointer
+// into a block aborts, as free's does.
 std::size_t usable_size(const void* ptr) noexcept;
 // Returns cached free memory to the OS now (this thread, exited threads, the caches) and asks
 // every other thread to do the same at its next slow path. True when anything was released.
@@ -3552,16 +3554,30 @@ inline void free_large(large_header* hdr) noexcept {
   }
 }
 
+// What a pointer is passed to, for the message that names it when it is not a live block of ours.
+enum class pointer_use : unsigned char { free, realloc, usable_size };
+inline const char* never_returned(pointer_use u) noexcept {
+  return u == pointer_use::free      ? "free of a pointer livealloc never returned:"
+         : u == pointer_use::realloc ? "realloc of a pointer livealloc never returned:"
+                                     : "malloc_usable_size of a pointer livealloc never returned:";
+}
+inline const char* already_freed(pointer_use u) noexcept {
+  return u == pointer_use::free      ? "double free of"
+         : u == pointer_use::realloc ? "realloc of a freed block:"
+                                     : "malloc_usable_size of a freed block:";
+}
+
 // --- checked mode --------------------------------------------------------------------------------
 
 #if LIVEALLOC_CHECKED
 // Validates a pointer about to be freed and marks it free; aborts with the address otherwise.
-// For a realloc (`realloc`), validates it and leaves it live: realloc_move frees it after the copy.
+// For realloc and malloc_usable_size (`use`), validates it and leaves it live (realloc_move
+// frees it after the copy).
 inline void checked_free(const void* p, std::size_t size, bool sized,
-                         bool realloc = false) noexcept {
-  const char* const never = realloc ? "realloc of a pointer livealloc never returned:"
-                                    : "free of a pointer livealloc never returned:";
-  const char* const twice = realloc ? "realloc of a freed block:" : "double free of";
+                         pointer_use use = pointer_use::free) noexcept {
+  const bool realloc = use != pointer_use::free;  // (realloc or usable size: the block stays live)
+  const char* const never = never_returned(use);
+  const char* const twice = already_freed(use);
   auto a = reinterpret_cast<std::uintptr_t>(p);
   std::uint8_t kind = chunk_kind(p);
   if ((a & kSegmentMask) == 0 && a >= kLargeHeader) kind = chunk_kind(reinterpret_cast<const void*>(a - kLargeHeader)) == 2 ? 2 : 0;
@@ -3669,15 +3685,12 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
 // aborts naming p. A block freed twice is found while its mapping is cached (the cache would hand
 // it out twice; an unmapped one faults), and a pointer into a large block (the header says where
 // the block starts) or into no block of ours, as glibc finds a misaligned chunk or a bad size.
-inline large_header* large_block_of(void* p, bool realloc) noexcept {
+inline large_header* large_block_of(const void* p, pointer_use use) noexcept {
   large_header* hdr = large_of(p);
-  const bool start = static_cast<std::uint8_t*>(p) == hdr->base + hdr->map_size - hdr->usable;
+  const bool start = static_cast<const std::uint8_t*>(p) == hdr->base + hdr->map_size - hdr->usable;
   if (LIVEALLOC_UNLIKELY(hdr->kind != kKindLarge || !start)) {
-    if (hdr->kind == kKindLargeFreed && start)
-      fatal(realloc ? "realloc of a freed block:" : "double free of", p);
-    fatal(realloc ? "realloc of a pointer livealloc never returned:"
-                  : "free of a pointer livealloc never returned:",
-          p);
+    if (hdr->kind == kKindLargeFreed && start) fatal(already_freed(use), p);
+    fatal(never_returned(use), p);
   }
   return hdr;
 }
@@ -3685,7 +3698,7 @@ inline large_header* large_block_of(void* p, bool realloc) noexcept {
 // nullptr or a large block (see is_large).
 LIVEALLOC_NOINLINE inline void free_not_small(void* p) noexcept {
   if (!p) return;
-  free_large(large_block_of(p, false));
+  free_large(large_block_of(p, pointer_use::free));
 }
 
 // Any pointer: nullptr, a large block or a small one.
@@ -3734,9 +3747,17 @@ LIVEALLOC_ALWAYS_INLINE void* malloc_impl(std::size_t size) noexcept {
   return malloc_as<malloc_slow_path>(size);
 }
 
+// A pointer into a block would be told more bytes than it has after it: aborts naming it where
+// free would (and for a freed large block whose mapping is cached); the checked mode checks it
+// as it checks free's.
 inline std::size_t usable_size_impl(const void* p) noexcept {
+#if LIVEALLOC_CHECKED
+  if (p) checked_free(p, 0, false, pointer_use::usable_size);
+#endif
   if (!p) return 0;
-  if (is_large(p)) return large_of(p)->usable;
+  if (is_large(p)) return large_block_of(p, pointer_use::usable_size)->usable;
+  if (LIVEALLOC_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) & 15))  // (every small block's is 0)
+    fatal(never_returned(pointer_use::usable_size), p);
   return class_size(class_of_block(p));
 }
 
@@ -3849,13 +3870,13 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
   }
   std::size_t usable;
   if (is_large(p)) {
-    usable = large_block_of(p, true)->usable;
+    usable = large_block_of(p, pointer_use::realloc)->usable;
     if (void* q = realloc_large(p, size)) return q;
   } else {
     // Every small block is 16-byte aligned: a misaligned pointer is inside one (glibc:
     // "realloc(): invalid pointer"), and copying from it would read the next block's bytes.
     if (reinterpret_cast<std::uintptr_t>(p) & 15)
-      fatal("realloc of a pointer livealloc never returned:", p);
+      fatal(never_returned(pointer_use::realloc), p);
     usable = class_size(class_of_block(p));
   }
   void* q;
@@ -3878,7 +3899,7 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
 // the rest is realloc_move.
 inline void* realloc_impl(void* p, std::size_t size) noexcept {
 #if LIVEALLOC_CHECKED
-  if (p) checked_free(p, 0, false, true);
+  if (p) checked_free(p, 0, false, pointer_use::realloc);
 #endif
   if (LIVEALLOC_LIKELY(!is_large(p))) {  // (nullptr reads as large: realloc_move takes it)
     // The class and owner from the segment header, as free reads them.

@@ -5,8 +5,8 @@
 # returned, a sized delete with a size larger than the block) must die of SIGABRT with
 # livealloc's message naming the pointer the program printed. Under PLAIN_LIB (liblivealloc.so)
 # the double frees must too (each frees its block again at once, the case the plain library
-# catches), and so must the frees of a pointer into a large block and of a misaligned one, and
-# the realloc of a misaligned one.
+# catches), and so must the frees of a pointer into a large block and of a misaligned one, the
+# realloc of a misaligned one and the malloc_usable_size of one into a large block.
 set -euo pipefail
 # shellcheck source=tests/preload/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -55,9 +55,11 @@ expect_abort "$lib" inside_large "free of a pointer livealloc never returned:"
 expect_abort "$lib" misaligned "free of a pointer livealloc never returned:"
 expect_abort "$lib" realloc_misaligned "realloc of a pointer livealloc never returned:"
 expect_abort "$lib" realloc_freed "realloc of a freed block:"
+expect_abort "$lib" usable_inside "malloc_usable_size of a pointer livealloc never returned:"
 expect_abort "$plain" double "double free of"
 expect_abort "$plain" double_large "double free of"
 expect_abort "$plain" inside_large "free of a pointer livealloc never returned:"
 expect_abort "$plain" misaligned "free of a pointer livealloc never returned:"
 expect_abort "$plain" realloc_misaligned "realloc of a pointer livealloc never returned:"
+expect_abort "$plain" usable_inside "malloc_usable_size of a pointer livealloc never returned:"
 exit "$failed"

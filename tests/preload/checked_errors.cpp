@@ -6,11 +6,13 @@
 //   foreign  frees a pointer into a static array, which livealloc never returned
 //   inside_large, misaligned  frees a pointer 16 bytes into a large block, 8 into a small one
 //   realloc_misaligned, realloc_freed  reallocs a pointer 8 bytes into a small block, a freed one
+//   usable_inside  asks malloc_usable_size of a pointer 16 bytes into a large block
 //   sized    sized operator delete with a size larger than the block
 // The errors print the pointer (printf's %p) on stdout before the bad call; the checked
 // library must then abort with a message that names it.
 #include <cstdio>
 #include <cstdlib>
+#include <malloc.h>
 #include <new>
 #include <string>
 #include <thread>
@@ -84,6 +86,10 @@ int main(int argc, char** argv) {
     say(p);
     std::free(p);
     launder(std::realloc(again, 40));
+  } else if (mode == "usable_inside") {  // malloc_usable_size 16 bytes into a large block
+    void* p = static_cast<char*>(std::malloc(3 << 20)) + 16;
+    say(p);
+    std::printf("%zu\n", malloc_usable_size(launder(p)));
   } else if (mode == "foreign") {
     alignas(64) static unsigned char array[256];
     void* p = launder(array + 64);
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: checked_errors "
                  "ok|double|double_large|inside_large|misaligned|realloc_misaligned|"
-                 "realloc_freed|foreign|sized\n");
+                 "realloc_freed|usable_inside|foreign|sized\n");
     return 2;
   }
   std::printf("not caught\n");

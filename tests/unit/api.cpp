@@ -203,7 +203,8 @@ TEST_CASE("a block freed twice in a row aborts naming the address") {
 // back from malloc (realloc kept it in place, or copied from it): every small block is 16-byte
 // aligned, and the lists check (as they find a block freed twice), the recent-free list at the
 // next malloc of the class, a page at once; realloc before it keeps or copies. A realloc of a
-// large block freed already, while its mapping waits in the cache, aborts too.
+// large block freed already, while its mapping waits in the cache, aborts too. Its usable size
+// (malloc_usable_size) counted the bytes from the block's start: aborts where free does.
 namespace {
 void free_inside(void* block, std::size_t offset) {
   void* p = static_cast<char*>(block) + offset;
@@ -216,9 +217,15 @@ void realloc_inside(void* block, std::size_t offset, std::size_t size) {
   void* volatile q = la::reallocate(p, size);
   (void)q;
 }
+void usable_inside(void* block, std::size_t offset) {
+  void* p = static_cast<char*>(block) + offset;
+  say_bad(p);
+  volatile std::size_t n = la::usable_size(p);
+  (void)n;
+}
 }  // namespace
 
-TEST_CASE("a pointer into a block, freed or reallocated, aborts naming it") {
+TEST_CASE("a pointer into a block, freed, reallocated or asked its size, aborts naming it") {
   const std::string never_free = "free of a pointer livealloc never returned:";
   SUBCASE("free, 8 bytes into a small block, onto the recent-free list") {
     check_aborts_naming(
@@ -252,6 +259,22 @@ TEST_CASE("a pointer into a block, freed or reallocated, aborts naming it") {
   }
   SUBCASE("realloc, 8 bytes into a small block, to a larger size") {
     check_aborts_naming([] { realloc_inside(la::allocate(40), 8, 4000); }, never_realloc);
+  }
+  const std::string never_usable = "malloc_usable_size of a pointer livealloc never returned:";
+  SUBCASE("usable size, 8 bytes into a small block") {
+    check_aborts_naming([] { usable_inside(la::allocate(40), 8); }, never_usable);
+  }
+  SUBCASE("usable size, 16 bytes into a large block") {
+    check_aborts_naming([] { usable_inside(la::allocate(3 << 20), 16); }, never_usable);
+  }
+  SUBCASE("usable size of a large block freed, its mapping cached") {
+    check_aborts_naming(
+        [] {
+          void* p = la::allocate(3 << 20);
+          la::deallocate(p);
+          usable_inside(p, 0);
+        },
+        "malloc_usable_size of a freed block:");
   }
   SUBCASE("realloc of a large block freed, its mapping cached") {
     check_aborts_naming(

@@ -59,39 +59,66 @@ TEST_CASE("freeing a pointer livealloc never returned aborts naming the address"
   la::deallocate(inside - 16);
 }
 
+// Allocates `block` bytes; a child frees it (when `offset` is 0) and passes the pointer `offset`
+// bytes into it to `use`, which must abort naming it: `freed` or `never` before the address.
+template <class F>
+void check_use_aborts(std::size_t block, std::size_t offset, F use, const char* freed,
+                      const char* never) {
+  CAPTURE(block);
+  CAPTURE(offset);
+  char* p = static_cast<char*>(la::allocate(block));
+  void* bad = p + offset;
+  child_outcome o = run_child([&] {
+    if (offset == 0) la::deallocate(p);
+    use(bad);
+  });
+  INFO("the child wrote: " << o.err);
+  CHECK(o.aborted);
+  const std::string want = std::string("livealloc: ") + (offset == 0 ? freed : never) + " ";
+  CHECK(o.err.find(want + hex(bad)) != std::string::npos);
+  la::deallocate(p);
+}
+
 // realloc validates its pointer before it keeps, grows or moves the block: a freed block kept in
 // place would be handed out twice, and a pointer inside one would be returned as a block.
 TEST_CASE("realloc of a freed block or of a pointer livealloc never returned aborts") {
   struct bad_realloc {
-    std::size_t block, offset, to;  // allocate `block`; free it if offset is 0; realloc +offset
+    std::size_t block, offset, to;
   };
   const bad_realloc cases[] = {
-      {40, 0, 40},                    // freed, the size its block holds (kept in place before)
-      {40, 0, 4000},                  // freed, moved to a larger class
-      {3 << 20, 0, 3 << 20},          // a large block freed, its mapping cached
-      {3 << 20, 0, 5 << 20},          // the same, grown
-      {256, 16, 256},                 // 16 bytes into a small block (a multiple of 16)
-      {256, 8, 4000},                 // 8 bytes into a small block, moved
-      {3 << 20, 4096, 3 << 20},       // a page into a large block
+      {40, 0, 40},               // freed, the size its block holds (kept in place before)
+      {40, 0, 4000},             // freed, moved to a larger class
+      {3 << 20, 0, 3 << 20},     // a large block freed, its mapping cached
+      {3 << 20, 0, 5 << 20},     // the same, grown
+      {256, 16, 256},            // 16 bytes into a small block (a multiple of 16)
+      {256, 8, 4000},            // 8 bytes into a small block, moved
+      {3 << 20, 4096, 3 << 20},  // a page into a large block
   };
   for (const bad_realloc& c : cases) {
-    CAPTURE(c.block);
-    CAPTURE(c.offset);
     CAPTURE(c.to);
-    char* p = static_cast<char*>(la::allocate(c.block));
-    void* bad = p + c.offset;
-    child_outcome o = run_child([&] {
-      if (c.offset == 0) la::deallocate(p);
-      void* volatile q = la::reallocate(bad, c.to);
-      (void)q;
-    });
-    INFO("the child wrote: " << o.err);
-    CHECK(o.aborted);
-    const std::string want = c.offset == 0 ? "livealloc: realloc of a freed block: "
-                                           : "livealloc: realloc of a pointer livealloc never "
-                                             "returned: ";
-    CHECK(o.err.find(want + hex(bad)) != std::string::npos);
-    la::deallocate(p);
+    check_use_aborts(
+        c.block, c.offset,
+        [&c](void* bad) {
+          void* volatile q = la::reallocate(bad, c.to);
+          (void)q;
+        },
+        "realloc of a freed block:", "realloc of a pointer livealloc never returned:");
+  }
+}
+
+// malloc_usable_size validates its pointer as free does: the size of a freed block, or of one a
+// pointer points into, is a use after free or an overflow waiting to happen.
+TEST_CASE("the usable size of a freed block or of a pointer livealloc never returned aborts") {
+  const std::size_t cases[][2] = {{40, 0}, {3 << 20, 0}, {256, 16}, {3 << 20, 4096}};
+  for (const auto& c : cases) {
+    check_use_aborts(
+        c[0], c[1],
+        [](void* bad) {
+          volatile std::size_t n = la::usable_size(bad);
+          (void)n;
+        },
+        "malloc_usable_size of a freed block:",
+        "malloc_usable_size of a pointer livealloc never returned:");
   }
 }
 
