@@ -3575,7 +3575,7 @@ inline const char* already_freed(pointer_use u) noexcept {
 // frees it after the copy).
 inline void checked_free(const void* p, std::size_t size, bool sized,
                          pointer_use use = pointer_use::free) noexcept {
-  const bool realloc = use != pointer_use::free;  // (realloc or usable size: the block stays live)
+  const bool keep_live = use != pointer_use::free;  // realloc, usable size: only validated
   const char* const never = never_returned(use);
   const char* const twice = already_freed(use);
   auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -3595,8 +3595,8 @@ inline void checked_free(const void* p, std::size_t size, bool sized,
     if (sized && (size > pg->block_size))
       fatal("sized free with a size larger than the block:", p);
     std::atomic<std::uint64_t>& live = pg->live_bits[i / 64];
-    if (!((realloc ? live.load(std::memory_order_relaxed)
-                   : live.fetch_and(~bit, std::memory_order_relaxed)) & bit))
+    if (!((keep_live ? live.load(std::memory_order_relaxed)
+                     : live.fetch_and(~bit, std::memory_order_relaxed)) & bit))
       fatal(twice, p);
     return;
   }
@@ -3606,8 +3606,8 @@ inline void checked_free(const void* p, std::size_t size, bool sized,
         a != reinterpret_cast<std::uintptr_t>(hdr->base) + hdr->map_size - hdr->usable)
       fatal(never, p);
     if (sized && size > hdr->usable) fatal("sized free with a size larger than the block:", p);
-    if ((realloc ? hdr->live.load(std::memory_order_relaxed)
-                 : hdr->live.exchange(0, std::memory_order_relaxed)) != 1)
+    if ((keep_live ? hdr->live.load(std::memory_order_relaxed)
+                   : hdr->live.exchange(0, std::memory_order_relaxed)) != 1)
       fatal(twice, p);
     return;
   }
