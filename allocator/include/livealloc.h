@@ -451,23 +451,41 @@ struct message {
   abort();
 }
 
+// What a pointer is passed to, for the message that names it when it is not a live block of ours.
+enum class pointer_use : unsigned char { free, realloc, usable_size };
+inline const char* never_returned(pointer_use u) noexcept {
+  return u == pointer_use::free      ? "free of a pointer livealloc never returned:"
+         : u == pointer_use::realloc ? "realloc of a pointer livealloc never returned:"
+                                     : "malloc_usable_size of a pointer livealloc never returned:";
+}
+inline const char* already_freed(pointer_use u) noexcept {
+  return u == pointer_use::free      ? "double free of"
+         : u == pointer_use::realloc ? "realloc of a freed block:"
+                                     : "malloc_usable_size of a freed block:";
+}
+
+// Every small block's address is a multiple of 16 (every class is, from a 64 KiB-aligned start):
+// a pointer that is not was never returned (glibc rejects a misaligned pointer too).
+LIVEALLOC_ALWAYS_INLINE bool misaligned(const void* p) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15) != 0;
+}
+
 // A block a list is about to hand out or link that it must not: one linked to itself (`link`,
-// the block it links to or the list head it goes on, is the block) was freed twice, one whose
-// address is not a multiple of 16 (every small class is, from a 64 KiB-aligned start) was never
-// returned (glibc's free rejects a misaligned pointer too). Aborts, yet is not declared
-// [[noreturn]], and GCC may not find out (noipa): a fast path that calls a noreturn function
-// aligns the stack for the call on every entry, where a tail call to this costs it nothing. (It
-// returns what a malloc would, for the tail call.)
+// the block it links to or the list head it goes on, is the block) was freed twice, a misaligned
+// one was never returned. Aborts, yet is not declared [[noreturn]], and GCC may not find out
+// (noipa): a fast path that calls a noreturn function aligns the stack for the call on every
+// entry, where a tail call to this costs it nothing. (It returns what a malloc would, for the
+// tail call.)
 #if defined(__clang__)
 LIVEALLOC_NOINLINE
 #else
 __attribute__((noipa))
 #endif
 inline void* bad_block(const void* b, const void* link) noexcept {
-  fatal(b == link ? "double free of" : "free of a pointer livealloc never returned:", b);
+  fatal(b == link ? already_freed(pointer_use::free) : never_returned(pointer_use::free), b);
 }
 LIVEALLOC_ALWAYS_INLINE bool bad_link(const void* b, const void* link) noexcept {
-  return b == link || (reinterpret_cast<std::uintptr_t>(b) & 15) != 0;
+  return b == link || misaligned(b);
 }
 
 // Process-wide counters live in the telemetry segment's header; until the segment exists (or
@@ -3554,19 +3572,6 @@ inline void free_large(large_header* hdr) noexcept {
   }
 }
 
-// What a pointer is passed to, for the message that names it when it is not a live block of ours.
-enum class pointer_use : unsigned char { free, realloc, usable_size };
-inline const char* never_returned(pointer_use u) noexcept {
-  return u == pointer_use::free      ? "free of a pointer livealloc never returned:"
-         : u == pointer_use::realloc ? "realloc of a pointer livealloc never returned:"
-                                     : "malloc_usable_size of a pointer livealloc never returned:";
-}
-inline const char* already_freed(pointer_use u) noexcept {
-  return u == pointer_use::free      ? "double free of"
-         : u == pointer_use::realloc ? "realloc of a freed block:"
-                                     : "malloc_usable_size of a freed block:";
-}
-
 // --- checked mode --------------------------------------------------------------------------------
 
 #if LIVEALLOC_CHECKED
@@ -3681,10 +3686,11 @@ LIVEALLOC_ALWAYS_INLINE void free_small(void* p) noexcept {
   free_remote(owner, cls, b);
 }
 
-// The header of the large block that `p` (from is_large) must be, for free or realloc: else
-// aborts naming p. A block freed twice is found while its mapping is cached (the cache would hand
-// it out twice; an unmapped one faults), and a pointer into a large block (the header says where
-// the block starts) or into no block of ours, as glibc finds a misaligned chunk or a bad size.
+// The header of the large block that `p` (from is_large) must be, for free, realloc or its usable
+// size (`use`): else aborts naming p. A block freed twice is found while its mapping is cached
+// (the cache would hand it out twice; an unmapped one faults), and a pointer into a large block
+// (the header says where the block starts) or into no block of ours, as glibc finds a misaligned
+// chunk or a bad size.
 inline large_header* large_block_of(const void* p, pointer_use use) noexcept {
   large_header* hdr = large_of(p);
   const bool start = static_cast<const std::uint8_t*>(p) == hdr->base + hdr->map_size - hdr->usable;
@@ -3756,8 +3762,7 @@ inline std::size_t usable_size_impl(const void* p) noexcept {
 #endif
   if (!p) return 0;
   if (is_large(p)) return large_block_of(p, pointer_use::usable_size)->usable;
-  if (LIVEALLOC_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) & 15))  // (every small block's is 0)
-    fatal(never_returned(pointer_use::usable_size), p);
+  if (LIVEALLOC_UNLIKELY(misaligned(p))) fatal(never_returned(pointer_use::usable_size), p);
   return class_size(class_of_block(p));
 }
 
@@ -3873,10 +3878,8 @@ LIVEALLOC_NOINLINE inline void* realloc_move(void* p, std::size_t size) noexcept
     usable = large_block_of(p, pointer_use::realloc)->usable;
     if (void* q = realloc_large(p, size)) return q;
   } else {
-    // Every small block is 16-byte aligned: a misaligned pointer is inside one (glibc:
-    // "realloc(): invalid pointer"), and copying from it would read the next block's bytes.
-    if (reinterpret_cast<std::uintptr_t>(p) & 15)
-      fatal(never_returned(pointer_use::realloc), p);
+    // A misaligned pointer is inside a block: copying from it would read the next block's bytes.
+    if (misaligned(p)) fatal(never_returned(pointer_use::realloc), p);
     usable = class_size(class_of_block(p));
   }
   void* q;
@@ -3907,8 +3910,7 @@ inline void* realloc_impl(void* p, std::size_t size) noexcept {
     const unsigned cls = u.cls;
     const std::size_t usable = class_size(cls);
     // (usable / 2 is 8 or more: size is not 0; a misaligned p is realloc_move's to refuse)
-    if (size <= usable && size >= usable / 2 &&
-        LIVEALLOC_LIKELY((reinterpret_cast<std::uintptr_t>(p) & 15) == 0)) {
+    if (size <= usable && size >= usable / 2 && LIVEALLOC_LIKELY(!misaligned(p))) {
       // A free and an allocation of the same block, in the owner's counts.
       heap* h = tls_heap;
       if (u.owner == h) {
