@@ -217,6 +217,30 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+def probe_host():
+    """Seconds a fixed loop of integer additions takes in this process: no allocator of the run's,
+    no system call, so its spread between repetitions is the host's (other tenants of the CPU, its
+    clock), not any allocator's. About 15 ms."""
+    started = time.perf_counter()
+    x = 0
+    for i in range(300000):
+        x += i
+    return time.perf_counter() - started
+
+
+def spread(values):
+    """(max - min) / median of a case's repetitions; None for fewer than 2 or a median of 0."""
+    if len(values) < 2 or statistics.median(values) <= 0:
+        return None
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def median_spread(groups):
+    """(median over the groups of their spread, groups counted), or None if no group has one."""
+    spreads = [s for s in map(spread, groups) if s is not None]
+    return (statistics.median(spreads), len(spreads)) if spreads else None
+
+
 def header_lines(args, allocators, notes):
     """The '# ' comment lines both CSV files start with."""
     lscpu = sh(["lscpu"])
@@ -743,6 +767,7 @@ def run_suite(args):
         return not alloc.get("memlive") or observed(case, args)
 
     total = args.reps * sum(applies(c, a) for c in cases for a in allocators)
+    probes = {}  # case -> the host probe's seconds, timed before the case in each repetition
     done = 0
     started = time.monotonic()
     with open(os.path.join(stage, "results.csv"), "w", newline="") as raw:
@@ -754,6 +779,7 @@ def run_suite(args):
         try:
             for rep in range(1, args.reps + 1):
                 for case in cases:
+                    probes.setdefault(case_label(case), []).append(probe_host())
                     for alloc in allocators:
                         if not applies(case, alloc):
                             continue
@@ -780,6 +806,11 @@ def run_suite(args):
             failures.append("INTERRUPTED during run %d of %d" % (done, total))
             print("\n" + failures[-1], file=sys.stderr)
         end = ["# load average at end: %s; %d runs in %.0f s" % (loadavg(), total, time.monotonic() - started)]
+        host = median_spread(probes.values())
+        if host:  # read by the verdict
+            end.append("# host probe: %.4f, the median over %d cases of the spread of a fixed "
+                       "loop of integer additions timed before the case in each repetition"
+                       % host)
         end += ["# " + f for f in failures]
         raw.write("\n".join(end) + "\n")
     try:
@@ -1113,12 +1144,7 @@ def gmean_of_medians(ratios):
 def run_noise(speed):
     """(median over the speed cases of livealloc's spread between repetitions, (max - min) /
     median, cases): how much the host moved the same build's runs; None for fewer than 2 reps."""
-    spreads = []
-    for _, _, reps in speed.values():
-        v = list(reps.get("livealloc", {}).values())
-        if len(v) >= 2 and statistics.median(v) > 0:
-            spreads.append((max(v) - min(v)) / statistics.median(v))
-    return (statistics.median(spreads), len(spreads)) if spreads else None
+    return median_spread(list(reps.get("livealloc", {}).values()) for _, _, reps in speed.values())
 
 
 def cmd_verdict(args):
@@ -1136,8 +1162,14 @@ def cmd_verdict(args):
     if noise:
         print("The host's noise in this run: livealloc's own speed moved by a median of %.1f%% "
               "between its slowest and fastest repetition of a case (over %d cases); compare it "
-              "between runs before comparing their ratios.\n"
-              % (100 * noise[0], noise[1]))
+              "between runs before comparing their ratios." % (100 * noise[0], noise[1]))
+        probe = re.match(r"([0-9.]+), the median over ([0-9]+) cases", facts.get("host probe", ""))
+        if probe:
+            print("A fixed loop of integer additions, timed before each case in each repetition, "
+                  "moved by a median of %.1f%% the same way (over %s cases): that much is the "
+                  "host's alone, with no allocator in it."
+                  % (100 * float(probe.group(1)), probe.group(2)))
+        print()
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
     peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]

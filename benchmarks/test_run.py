@@ -489,20 +489,32 @@ def main():
             failures.append("a complete run after a failed one: exit %d, unchanged %s, failed/ %s, stderr %r" % (
                 r.returncode, [n for n in before if after.get(n) == before[n]],
                 "kept" if os.path.exists(failed) else "removed", r.stderr[-500:]))
+        with open(os.path.join(out, "results.csv")) as f:  # one repetition has no spread
+            if "# host probe:" in f.read():
+                failures.append("a run of one repetition reports the host probe's spread")
         drawn = os.path.exists(os.path.join(out, "plots", "true.png"))
         if shutil.which("gnuplot") and not drawn:
             failures.append("a complete full run drew no plots: %r" % r.stderr[-500:])
         if not shutil.which("gnuplot") and "no plots" not in r.stderr:
             failures.append("without gnuplot, no note about the plots: %r" % r.stderr[-500:])
         # Without glibc nothing can be drawn (every plot is a ratio to glibc): the run is
-        # complete all the same, and says why it has no plots.
+        # complete all the same, and says why it has no plots. With two repetitions the
+        # results end with the host probe's spread over the one case.
         alone = os.path.join(tmp, "alone")
-        r = subprocess.run(run[:-2] + ["--out", alone, "--allocators", "livealloc", "--reps", "1",
+        r = subprocess.run(run[:-2] + ["--out", alone, "--allocators", "livealloc", "--reps", "2",
                                        "--scale", "0.01", "--workloads", "true"],
                            capture_output=True, text=True, timeout=120)
         if shutil.which("gnuplot") and (r.returncode != 0 or "nothing to draw" not in r.stderr):
             failures.append("a full run without glibc: exit %d, stderr %r (want 0 and a note why "
                             "there are no plots)" % (r.returncode, r.stderr[-500:]))
+        try:
+            with open(os.path.join(alone, "results.csv")) as f:
+                probe = re.search(r"^# host probe: ([0-9.]+), the median over 1 cases ", f.read(),
+                                  re.M)
+            if not probe or not 0 <= float(probe.group(1)) < 100:
+                failures.append("a run of two repetitions has no host probe line for its case")
+        except OSError as e:
+            failures.append("a full run without glibc wrote no results.csv: %s" % e)
 
     for f in failures:
         print("FAIL: " + f)

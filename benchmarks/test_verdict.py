@@ -68,10 +68,16 @@ PARTIAL = {
     ],
 }
 
-def write_results(path, rows):
+# The host probe's line, as run_suite writes it after the rows: its spread is read back.
+PROBE = ("# host probe: 0.1250, the median over 2 cases of the spread of a fixed loop of integer "
+         "additions timed before the case in each repetition\n")
+PROBE_SAYS = "moved by a median of 12.5% the same way (over 2 cases)"
+
+def write_results(path, rows, end=""):
     with open(path, "w") as f:
         f.write("# date: test\n# repository: synthetic\n# mode: full, repetitions 3, scale 1\n")
         f.write("rep,allocator,workload,case,threads,metric,value,unit\n" + "\n".join(rows) + "\n")
+        f.write(end)
 
 def verdict(path):
     return subprocess.run([sys.executable, os.path.join(HERE, "bench.py"), "verdict", path],
@@ -81,7 +87,7 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "results.csv")
-        write_results(path, ROWS)
+        write_results(path, ROWS, PROBE)
         out = verdict(path)
         for allocators, expect in PARTIAL.items():
             part = os.path.join(tmp, "partial.csv")
@@ -89,6 +95,8 @@ def main():
             got = verdict(part)
             if got.returncode != 0 or "nan" in got.stdout:
                 failures.append("partial run %s: exit %d, %s" % (allocators, got.returncode, got.stdout))
+            if "fixed loop" in got.stdout:  # no probe line in these files: nothing to report
+                failures.append("partial run %s: a host probe line without a probe" % (allocators,))
             failures += ["partial run %s: missing %r" % (allocators, e) for e in expect if e not in got.stdout]
         # Bad inputs: each fails with a one-line message naming the problem, never a traceback.
         bad_inputs = {"empty.csv": ("rep,allocator,workload,case,threads,metric,value,unit\n", "no rows"),
@@ -102,7 +110,7 @@ def main():
                 open(os.path.join(tmp, name), "w").write(text)
             bad[name] = subprocess.run([sys.executable, os.path.join(HERE, "bench.py"), "verdict",
                                         os.path.join(tmp, name)], capture_output=True, text=True)
-    failures += [e for e in EXPECT if e not in out.stdout]
+    failures += [e for e in EXPECT + [PROBE_SAYS] if e not in out.stdout]
     if out.returncode != 0:
         failures.append("exit code %d: %s" % (out.returncode, out.stderr))
     if "mimalloc 0." in out.stdout.split("Cases where")[1]:
@@ -118,8 +126,8 @@ def main():
     if failures:
         print(out.stdout)
         return 1
-    print("verdict: %d checks passed" % (len(EXPECT) + 1 + len(bad_inputs) +
-                                         sum(len(e) + 1 for e in PARTIAL.values())))
+    print("verdict: %d checks passed" % (len(EXPECT) + 2 + len(bad_inputs) +
+                                         sum(len(e) + 2 for e in PARTIAL.values())))
     return 0
 
 if __name__ == "__main__":
