@@ -217,6 +217,9 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+QUIET_HOST = 0.15  # the probe's spread above which the verdict calls the host noisy
+
+
 def probe_host():
     """Seconds a fixed loop of integer additions takes in this process: no allocator of the run's,
     no system call, so its spread between repetitions is the host's (other tenants of the CPU, its
@@ -1165,10 +1168,13 @@ def cmd_verdict(args):
               "between runs before comparing their ratios." % (100 * noise[0], noise[1]))
         probe = re.match(r"([0-9.]+), the median over ([0-9]+) cases", facts.get("host probe", ""))
         if probe:
+            host = float(probe.group(1))
             print("A fixed loop of integer additions, timed before each case in each repetition, "
                   "moved by a median of %.1f%% the same way (over %s cases): that much is the "
-                  "host's alone, with no allocator in it."
-                  % (100 * float(probe.group(1)), probe.group(2)))
+                  "host's alone, with no allocator in it." % (100 * host, probe.group(2)))
+            if host > QUIET_HOST:
+                print("**A noisy host**: back to back on a quiet one the loop moves by 4-8%; read "
+                      "this run's ratios with their min-max, or run again when the host is quiet.")
         print()
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"

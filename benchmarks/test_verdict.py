@@ -89,6 +89,13 @@ def main():
         path = os.path.join(tmp, "results.csv")
         write_results(path, ROWS, PROBE)
         out = verdict(path)
+        noisy_path = os.path.join(tmp, "noisy.csv")  # a probe spread of 55%: the host is noisy
+        write_results(noisy_path, ROWS, PROBE.replace("0.1250", "0.5510"))
+        noisy = verdict(noisy_path).stdout
+        if "moved by a median of 55.1%" not in noisy or "**A noisy host**" not in noisy:
+            failures.append("a probe spread of 55%% is not called noisy: %r" % noisy[:900])
+        if "noisy host" in out.stdout:
+            failures.append("a probe spread of 12.5% is called noisy")
         for allocators, expect in PARTIAL.items():
             part = os.path.join(tmp, "partial.csv")
             write_results(part, [r for r in ROWS if r.split(",")[1] in allocators])
@@ -126,7 +133,7 @@ def main():
     if failures:
         print(out.stdout)
         return 1
-    print("verdict: %d checks passed" % (len(EXPECT) + 2 + len(bad_inputs) +
+    print("verdict: %d checks passed" % (len(EXPECT) + 4 + len(bad_inputs) +
                                          sum(len(e) + 2 for e in PARTIAL.values())))
     return 0
 
