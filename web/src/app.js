@@ -112,7 +112,8 @@
           k.threads += 1;
           k.maxPeak = Math.max(k.maxPeak, r[C.peak_live]);
         }
-        cells.set(c, { live: c === 0 ? 0 : lb * k.size, liveBlocks: lb, allocs: r[C.allocs] });
+        cells.set(c, { live: c === 0 ? 0 : lb * k.size, liveBlocks: lb, allocs: r[C.allocs],
+          peak: r[C.peak_live] });
       }
       // The overflow slot is shared by the threads that found no slot of their own.
       const overflow = t.state === "overflow", shared = overflow ? s.process.overflow_threads || 0 : 0;
@@ -122,6 +123,15 @@
         live, large, allocs, frees, remote, cells, applied: t.applied_generation, rate: 0, raw: t });
     }
     for (const r of s.exited) add(r);
+    // Large blocks differ in size and a thread's row counts them: its live bytes of them are
+    // estimated at the process's mean live large block (the heat map marks them so).
+    const large = cls[0];
+    const meanLarge = large && large.liveBlocks > 0
+      ? (s.process.large_bytes || 0) / large.liveBlocks : 0;
+    for (const x of threads) {
+      const cell = x.cells.get(0);
+      if (cell) { cell.live = Math.max(0, cell.liveBlocks) * meanLarge; cell.estimated = true; }
+    }
     for (const k of cls) {
       if (k.cls === 0) {
         k.live = s.process.large_bytes || 0;
@@ -185,6 +195,7 @@
     startNs: null,        // start_ns of the process charted (with pid: a new image after exec)
     pending: new Map(),   // option name -> {value, generation, posted}
     replay: null,         // {samples, pos, timer}
+    rateBases: [],        // derived live samples of the last RATE_MS and one before (rates)
     sort: { classes: { key: "live", dir: -1 }, threads: { key: "live", dir: -1 } },
     dirty: false,
   };
@@ -240,8 +251,11 @@
     $("conn").textContent = detail ? text + " (" + detail + ")" : text;
     $("conn-dot").className = "dot " + m;
     document.body.dataset.mode = m;
-    for (const row of optionRows.values()) row.input.disabled = row.fixed || m === "replay";
+    // Tuning acts on the live process: not during a replay, nor once the process is gone.
+    const off = m === "replay" || m === "exited";
+    for (const row of optionRows.values()) row.input.disabled = row.fixed || off;
     $("tuning-replay").hidden = m !== "replay";
+    $("tuning-exited").hidden = m !== "exited";
   }
 
   // `source` names what the notice is about, so that it is cleared only by that ("stream": the
@@ -258,15 +272,24 @@
     if (err) { showNotice("The server sent an unexpected snapshot: " + err); return; }
     let d;
     const t0 = performance.now();
-    try { d = derive(s, state.last && sameProcess(state.last.s, s) ? state.last : null); }
+    try { d = derive(s, rateBase(s)); }
     catch (e) { showNotice("Cannot read the snapshot: " + e.message); return; }
     d.raw = raw;
     state.last = d;
+    state.rateBases.push({ s: { pid: s.pid, start_ns: s.start_ns }, t: d.t, matrix: d.matrix,
+      threads: d.threads.map((x) => ({ key: x.key, allocs: x.allocs, cells: x.cells })) });
+    const series = state.series, before = series[series.length - 1];
+    const step = series.length > 1 ? before.t - series[series.length - 2].t : 0;
     pushSample(d);
     stats.sections.derive = (stats.sections.derive || 0) + performance.now() - t0;
     if (state.needHistory) {
       state.needHistory = false;
       loadHistory(raw.length).catch((e) => showNotice("The history could not be loaded: " + e.message));
+    } else if (before && state.series === series && d.t - before.t > Math.max(GAP_MS, 3 * step)) {
+      // Samples were missed (a hidden tab draws no frames, a busy one few): fill the gap from the
+      // server's history rather than draw a straight line across it.
+      loadHistory(raw.length, (d.t - before.t) / 1000)
+        .catch((e) => showNotice("The history could not be loaded: " + e.message));
     }
     if (state.mode === "paused" || state.mode === "replay") return;
     state.current = d;
@@ -275,12 +298,30 @@
     scheduleData();
   }
 
-  // Fetched after the first stream sample is drawn, and no more of it than about 12 MB of JSON:
-  // the server keeps up to 150 s at up to 4 samples a second, which for 300 threads (360 KB a
-  // sample) is 200 MB to parse and derive. The chart then shows the history before the stream.
+  // Rates (allocations/s, blocks/s) are taken over at least RATE_MS: between one sample 80 ms
+  // after another, a thread's count moves by a few allocations or none, and its rate would jump
+  // between 0 and thousands. The base is the newest sample of the process RATE_MS older than `s`
+  // (the oldest one kept until there is one).
+  const RATE_MS = 1000;
+  function rateBase(s) {
+    const bases = state.rateBases;
+    if (bases.length && !sameProcess(bases[bases.length - 1].s, s)) bases.length = 0;
+    const t = s.taken_ns / 1e6;
+    while (bases.length > 1 && t - bases[1].t >= RATE_MS) bases.shift();
+    return bases.length ? bases[0] : null;
+  }
+  // A step between two drawn samples longer than this (and than 3 of the step before) is a gap.
+  const GAP_MS = 1500;
+
+  // Fetched after the first stream sample is drawn (and for a gap of `gapSeconds` between two
+  // samples), and no more of it than about 12 MB of JSON: the server keeps up to 150 s at up to 4
+  // samples a second, which for 300 threads (360 KB a sample) is 200 MB to parse and derive. The
+  // chart then shows the history before the stream.
   const HISTORY_BYTES = 12e6;
-  async function loadHistory(sampleBytes) {
-    const seconds = Math.max(1, Math.min(150, Math.floor(HISTORY_BYTES / (4 * Math.max(1, sampleBytes)))));
+  async function loadHistory(sampleBytes, gapSeconds) {
+    const budget = Math.floor(HISTORY_BYTES / (4 * Math.max(1, sampleBytes)));
+    const want = gapSeconds ? Math.ceil(gapSeconds) + 1 : 150;
+    const seconds = Math.max(1, Math.min(150, budget, want));
     const r = await fetch("/api/history?seconds=" + seconds);
     if (!r.ok) throw new Error("GET /api/history: HTTP " + r.status);
     const samples = await r.json();
@@ -535,10 +576,17 @@
       // same rate as the totals.
       state.sinceBaseline = derive(s, null);
       if (state.last) copyRates(state.last, state.sinceBaseline);
+      if (state.last) copyFree(state.last, state.sinceBaseline);
       scheduleData();
     } catch (e) { /* the stream's error handler reports the connection */ }
   }
 
+  // Free blocks in spans are reserved blocks (a gauge, the current value) less live ones (a
+  // change, since the baseline): the live sample's figure is the one that means something.
+  function copyFree(from, to) {
+    for (const k of to.classes) k.free = from.classes[k.cls] ? from.classes[k.cls].free : 0;
+    to.free = from.free;
+  }
   function copyRates(from, to) {
     const threads = new Map(from.threads.map((x) => [x.key, x]));
     for (const x of to.threads) {
@@ -697,6 +745,7 @@
     state.epoch += 1;
     state.pid = null;
     state.last = null;
+    state.rateBases = [];
     goLive();
   });
 
@@ -727,6 +776,32 @@
   // ---------------------------------------------------------------------------------------------
   // The chart
   let chart = null;
+  // Y ticks at round numbers of the unit they are shown in (0, 20, 40 MiB), not at round numbers
+  // of bytes (9.5, 19.1, 28.6 MiB): the step is 1, 2, 2.5 or 5 times a power of ten of the largest
+  // binary unit the range reaches, or a power-of-two fraction of it (512 KiB, 1 MiB, 1.5 MiB).
+  function byteTicks(lo, hi) {
+    const range = Math.max(hi - lo, 6);
+    let unit = 1;
+    while (unit * 1024 <= range && unit < 2 ** 60) unit *= 1024;
+    const raw = range / unit / 6;
+    let step;
+    if (raw >= 1) {
+      const p = 10 ** Math.floor(Math.log10(raw));
+      step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((v) => v >= raw) * unit;
+    } else {
+      step = 2 ** Math.ceil(Math.log2(raw)) * unit;
+    }
+    step = Math.max(1, step);
+    const max = Math.max(step, Math.ceil(hi / step) * step);
+    return { step, min: Math.floor(lo / step) * step, max };
+  }
+  const tickDigits = new Intl.NumberFormat("en-US", { maximumFractionDigits: 3 });
+  function fmtTickBytes(v) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let x = Math.abs(v), u = 0;
+    while (x >= 1024 && u < units.length - 1) { x /= 1024; ++u; }
+    return (v < 0 ? "\u2212" : "") + tickDigits.format(x) + " " + units[u];
+  }
   function makeChart() {
     if (!window.Chart) { $("chart-missing").hidden = false; return; }
     chart = new window.Chart($("chart-live"), {
@@ -740,9 +815,12 @@
         animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
         interaction: { mode: "nearest", axis: "x", intersect: false },
         scales: {
+          // min and max: the first and newest samples (updateChart), not round numbers past them
           x: { type: "linear", title: { display: true, text: "uptime" },
-            ticks: { callback: (v) => fmtDuration(v * 1000), maxTicksLimit: 8 } },
-          y: { beginAtZero: true, ticks: { callback: (v) => fmtBytes(v) } },
+            ticks: { callback: (v) => fmtDuration(v * 1000), maxTicksLimit: 8, maxRotation: 0,
+              autoSkipPadding: 16, includeBounds: false } },
+          y: { ticks: { callback: fmtTickBytes } }, // min, max and step: byteTicks
+
         },
         plugins: {
           legend: { labels: { boxWidth: 12, filter: (item, data) => !data.datasets[item.datasetIndex].hidden } },
@@ -811,6 +889,16 @@
       ds[2].hidden = true;
       ds[2].data = [];
     }
+    let lo = 0, hi = 0;
+    for (const set of ds) {
+      if (set.hidden) continue;
+      for (const p of set.data) { if (p.y < lo) lo = p.y; if (p.y > hi) hi = p.y; }
+    }
+    const y = chart.options.scales.y, yt = byteTicks(lo, hi);
+    y.min = yt.min; y.max = yt.max; y.ticks.stepSize = yt.step;
+    const x = chart.options.scales.x, xs = ds[0].data;
+    x.min = xs.length ? xs[0].x : undefined;
+    x.max = xs.length > 1 ? xs[xs.length - 1].x : undefined;
     chart.update("none");
   }
 
@@ -852,20 +940,43 @@
     for (const tr of existing.values()) tr.remove();
     if (focused && focused !== document.activeElement && tbody.contains(focused)) focused.focus({ preventScroll: true });
   }
+  // A row; with onSelect, one that selects (click, Enter, Space). A table of such rows is one
+  // tab stop: its rows take the focus with the arrow keys, Home and End (oneTabStop).
   function makeRow(k, ncells, classes, onSelect) {
     const tr = document.createElement("tr");
     tr.dataset.key = k;
-    tr.tabIndex = 0;
     for (let i = 0; i < ncells; ++i) {
       const td = document.createElement("td");
       if (classes[i]) td.className = classes[i];
       tr.appendChild(td);
     }
+    if (!onSelect) return tr;
+    tr.tabIndex = -1;
     tr.addEventListener("click", onSelect);
     tr.addEventListener("keydown", (e) => {
+      const rows = tr.parentElement ? [...tr.parentElement.children] : [tr];
+      const i = rows.indexOf(tr);
+      const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: rows.length - 1 }[e.key];
       if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSelect(); }
+      else if (to !== undefined && rows[to]) { e.preventDefault(); focusRow(rows[to]); }
     });
     return tr;
+  }
+  function focusRow(tr) {
+    for (const r of tr.parentElement.children) r.tabIndex = r === tr ? 0 : -1;
+    tr.focus();
+  }
+  // The row that Tab reaches: the focused one, else the selected one, else the first.
+  function oneTabStop(tbody) {
+    const rows = tbody.children;
+    let stop = null;
+    for (const r of rows) if (r.contains(document.activeElement)) stop = r;
+    if (!stop) for (const r of rows) if (r.getAttribute("aria-selected") === "true") stop = r;
+    if (!stop) stop = rows[0] || null;
+    for (const r of rows) {
+      const t = r === stop ? 0 : -1;
+      if (r.tabIndex !== t) r.tabIndex = t;
+    }
   }
   function sorter(table, items) {
     const s = state.sort[table];
@@ -903,6 +1014,13 @@
   const bytesIn = (d) => (d === state.sinceBaseline ? fmtSignedBytes : fmtBytes);
   function renderClasses(d) {
     const fb = bytesIn(d);
+    // Under a baseline, live is a change and these two are what they are now: say so.
+    const now = d === state.sinceBaseline ? " (now)" : "";
+    for (const key of ["peak", "free"]) {
+      const b = document.querySelector("#classes th[data-key='" + key + "'] button");
+      const text = (key === "peak" ? "peak" : "free in spans") + now;
+      if (b.textContent !== text) b.textContent = text;
+    }
     const items = sorter("classes", d.classes.filter((k) => k.allocs > 0 || k.live > 0 || k.free > 0).slice());
     const tbody = document.querySelector("#classes tbody");
     syncRows(tbody, items, (k) => String(k.cls),
@@ -921,6 +1039,7 @@
         tr.setAttribute("aria-selected", String(!!sel));
       });
     markSort("classes");
+    oneTabStop(tbody);
   }
 
   function renderThreads(d) {
@@ -943,7 +1062,10 @@
         const label = x.overflow ? "shared" : x.state;
         if (badge.textContent !== label) { badge.textContent = label; badge.className = "badge " + x.state; }
         td[2].dataset.value = x.state;
-        setCell(td[3], fb(x.live) + (x.large ? " + " + fmtInt(x.large) + " large" : ""), x.live);
+        // large blocks, counted: "+ 3 large", or under a baseline "+ 3 large" / "− 1 large"
+        const large = !x.large ? ""
+          : (x.large < 0 ? " \u2212 " : " + ") + fmtInt(Math.abs(x.large)) + " large";
+        setCell(td[3], fb(x.live) + large, x.live);
         setCell(td[4], fmtInt(x.allocs), x.allocs);
         setCell(td[5], fmtInt(x.frees), x.frees);
         setCell(td[6], fmtRate(x.rate), x.rate);
@@ -953,6 +1075,7 @@
         tr.setAttribute("aria-selected", String(!!sel));
       });
     markSort("threads");
+    oneTabStop(tbody);
     const sel = state.selection;
     if (sel && sel.kind === "thread") { // say so when the charted thread is gone
       const x = d.threads.find((t) => t.key === sel.key);
@@ -973,7 +1096,7 @@
     const items = d.matrix.slice().sort((a, b) => b.blocks - a.blocks).slice(0, 100);
     const tbody = document.querySelector("#matrix tbody");
     syncRows(tbody, items, (m) => m.from + ">" + m.owner,
-      (m, key) => makeRow(key, 4, ["", "", "num", "num"], () => {}),
+      (m, key) => makeRow(key, 4, ["", "", "num", "num"], null),
       (tr, m) => {
         const td = tr.children;
         setCell(td[0], threadName(d, m.from), m.from);
@@ -1002,7 +1125,8 @@
     if (heat.cursor && !at) { heat.cursor = null; $("heat-hover").textContent = kHeatHint; }
     if (at) describeCell(at.i, at.j, d);
     const dpr = window.devicePixelRatio || 1;
-    const w = heat.left + Math.max(1, cols.length) * heat.cell + 8;
+    // room on the right for the last column's label, rotated 60 degrees (about 40 px long)
+    const w = heat.left + Math.max(1, cols.length) * heat.cell + 30;
     const h = heat.top + Math.max(1, rows.length) * heat.rowH + 4;
     if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
       canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
@@ -1085,8 +1209,10 @@
     const x = heat.rows[i], c = heat.cols[j];
     const cell = x.cells.get(c) || { live: 0, allocs: 0, liveBlocks: 0, rate: 0 };
     const cls = c === 0 ? "large blocks" : "class " + c + " (" + fmtBytes(d.classes[c].size) + ")";
+    const bytes = (cell.estimated ? "about " : "") + fmtBytes(cell.live) +
+      (cell.estimated ? " at the process's mean large block" : "");
     $("heat-hover").textContent = x.name + " · " + cls + ": " + fmtInt(cell.liveBlocks) + " live blocks" +
-      (c === 0 ? "" : " (" + fmtBytes(cell.live) + ")") + ", " + fmtInt(cell.allocs) + " allocations, " +
+      " (" + bytes + "), " + fmtInt(cell.allocs) + " allocations, " +
       fmtRate(cell.rate || 0) + "/s";
   }
   function moveHeatCursor(i, j) {
@@ -1134,7 +1260,7 @@
       input.inputMode = "numeric";
       input.autocomplete = "off";
       input.value = String(o.effective);
-      input.disabled = !o.live || state.mode === "replay";
+      input.disabled = !o.live || state.mode === "replay" || state.mode === "exited";
       input.setAttribute("aria-describedby", id + "-doc " + id + "-msg");
       const msg = document.createElement("span");
       msg.className = "msg";
@@ -1145,23 +1271,35 @@
       doc.id = id + "-doc";
       div.append(label, input, msg, doc);
       form.appendChild(div);
+      const row = () => optionRows.get(o.name);
       input.addEventListener("keydown", (e) => {
         if (e.key === "Enter") { e.preventDefault(); submitOption(o.name, input.value); }
         if (e.key === "Escape") { // back to the value in force, and no stale error
           input.value = input.dataset.effective || input.value;
           input.dataset.dirty = "";
           input.removeAttribute("aria-invalid");
-          setMsg(optionRows.get(o.name), "", "");
+          setMsg(row(), "", "");
         }
       });
-      input.addEventListener("input", () => { input.dataset.dirty = "1"; });
-      input.addEventListener("change", () => { if (input.dataset.dirty) submitOption(o.name, input.value); });
+      input.addEventListener("input", () => {
+        input.dataset.dirty = "1";
+        if (row().msg.dataset.unsent) setMsg(row(), "", "");
+      });
+      // Only Enter sends: leaving the field (Tab through the panel) must not change the process.
+      input.addEventListener("blur", () => {
+        if (!input.dataset.dirty) return;
+        if (input.value.trim() === input.dataset.effective) { input.dataset.dirty = ""; return; }
+        setMsg(row(), "pending", "not sent: Enter sends " + input.value.trim() +
+          ", Escape puts back " + input.dataset.effective);
+        row().msg.dataset.unsent = "1";
+      });
       optionRows.set(o.name, { div, input, msg, doc, fixed: !o.live, sending: false });
     }
   }
   function setMsg(row, kind, text) {
     row.msg.className = "msg " + kind;
     row.msg.textContent = text;
+    delete row.msg.dataset.unsent;
   }
   // A JSON number as typed ("8.0", "1e3", "99999999999999999999") is sent as that number, byte
   // for byte (JSON.stringify of a Number would send 1e+20); true/false as booleans; anything
@@ -1252,6 +1390,57 @@
   // ---------------------------------------------------------------------------------------------
   // Recommendations, from the samples of the last half minute.
   const REC_WINDOW_MS = 30000;
+  const plural = (n, word) =>
+    fmtInt(n) + " " + word + (n === 1 ? "" : word.endsWith("s") ? "es" : "s");
+  // The classes a suggestion comes from: the first five, then how many more.
+  const someClasses = (items) => items.slice(0, 5).map((r) => classText(r.k)).join(", ") +
+    (items.length > 5 ? " and " + (items.length - 5) + " more" : "");
+  const classText = (k) => k.cls + " (" + fmtBytes(k.size) + ")";
+  const andMore = (items) =>
+    classText(items[0].k) + (items.length > 1 ? " and " + (items.length - 1) + " more" : "");
+  // Empty spans a thread keeps of a class of `units` under page_recycle `v`: at least one if v > 0.
+  const keptSpans = (v, units) => (v <= 0 ? 0 : Math.max(1, Math.floor(v / units)));
+  function raiseRecycle(d, pr, raise, seconds) {
+    raise.sort((a, b) => b.want - a.want);
+    const top = raise[0], want = top.want, k = top.k;
+    const back = raise.reduce((n, r) => n + r.back, 0);
+    // What the new value may keep: every live thread, in every class it used, up to the spans it
+    // held at its peak (no thread keeps more empty spans than it ever had), less what it may keep
+    // now.
+    let extra = 0;
+    for (const x of d.threads) {
+      if (x.state !== "alive") continue;
+      for (const [c, cell] of x.cells) {
+        const kc = d.classes[c];
+        if (c === 0 || !kc || !kc.units || !cell.peak) continue;
+        const span = kc.units * 65536;
+        const peakSpans = Math.ceil(cell.peak / Math.floor(span / kc.size));
+        extra += (Math.min(keptSpans(want, kc.units), peakSpans) -
+          Math.min(keptSpans(pr.effective, kc.units), peakSpans)) * span;
+      }
+    }
+    const keeps = keptSpans(want, k.units);
+    return { cls: k.cls, label: andMore(raise), option: "page_recycle", now: pr.effective, want,
+      why: plural(back, "span") + " of " + (raise.length > 1 ? plural(raise.length, "class") +
+        " (" + someClasses(raise) + ")" : fmtBytes(k.size) + " blocks") +
+        " were released and taken again in " + fmtDuration(seconds * 1000) + " by " +
+        plural(Math.max(1, top.threads), "thread") + "; the busiest peaks at " + fmtInt(k.maxPeak) +
+        " blocks of " + fmtBytes(k.size) + " (" + plural(top.spans, "span") + "): " + want +
+        " keeps " + plural(keeps, "empty span") + " of it per thread and avoids the round trips." +
+        " The threshold is one for every class and thread: the threads may keep up to " +
+        fmtBytes(extra) +
+        " more empty spans (each in each class up to what it held at its peak)" };
+  }
+  function lowerRecycle(pr, lower, seconds) {
+    lower.sort((a, b) => b.want - a.want); // the mildest: it still lowers the others' share
+    const kept = lower.reduce((n, r) => n + r.kept, 0);
+    return { cls: lower[0].k.cls, label: andMore(lower), option: "page_recycle", now: pr.effective,
+      want: lower[0].want,
+      why: fmtBytes(kept) + " of empty " + (lower.length > 1 ? "spans of " +
+        plural(lower.length, "class") + " (" + someClasses(lower) + ")"
+        : fmtBytes(lower[0].k.size) + " spans") + " are kept and none was taken in " +
+        fmtDuration(seconds * 1000) + "; a lower threshold returns them" };
+  }
   function option(s, name) { return s.options.find((o) => o.name === name); }
   function renderRecommendations(d) {
     const tbody = document.querySelector("#recommendations tbody");
@@ -1262,48 +1451,43 @@
     // is not made again from samples taken before the change it asked for.
     let first = series.length - 1;
     while (first > 0 && now.t - series[first - 1].t <= REC_WINDOW_MS && series[first - 1].gen === now.gen) --first;
-    if (now && first < series.length - 1) {
+    const gone = d.s.alive === false; // nothing to tune in a process that exited
+    if (now && first < series.length - 1 && !gone) {
       const old = series[first];
       const seconds = Math.max(0.001, (now.t - old.t) / 1000);
       $("rec-window").textContent = fmtDuration(now.t - old.t);
       const pr = option(d.s, "page_recycle");
       if (pr && pr.live) {
+        const raise = [], lower = [];
         for (let c = 1; c < now.cls.length; ++c) {
           const [taken, released, kept, , , threads] = now.cls[c];
           const [taken0, released0] = old.cls[c] || [0, 0];
           const k = d.classes[c];
-          const size = k.size;
           // A span of this class is k.units 64 KiB units, as the allocator publishes them;
           // page_recycle counts units, so keeping N empty spans of this class takes N * units
           // (and any value above 0 keeps one). No advice where the allocator does not say.
-          const units = k.units;
-          if (!units) continue;
-          const span = units * 65536;
-          const perSpan = Math.floor(span / size);
+          if (!k.units) continue;
+          const span = k.units * 65536;
           const back = Math.min(taken - taken0, released - released0); // released, then taken again
-          const nthreads = Math.max(1, threads);
           if (back > 0) {
             // Keeping as many empty spans as the busiest thread holds at its peak means a
             // thread that swings between empty and its peak never gives spans back.
-            const spans = Math.max(1, Math.ceil(k.maxPeak / perSpan));
-            const want = Math.min(pr.max, Math.max(pr.effective + 1, spans * units));
-            const keeps = Math.max(1, Math.floor(want / units)); // spans `want` keeps of this class
-            if (want > pr.effective)
-              recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
-                why: fmtInt(back) + " spans of " + fmtBytes(size) + " blocks were released and taken again in " +
-                  fmtDuration(seconds * 1000) + " by " + nthreads + " thread" + (nthreads > 1 ? "s" : "") +
-                  "; the busiest peaks at " + fmtInt(k.maxPeak) + " blocks (" + spans + " span" + (spans > 1 ? "s" : "") +
-                  "): " + want + " keeps " + keeps + " empty span" + (keeps > 1 ? "s" : "") +
-                  " of this class per thread and avoids the round trips (up to " + fmtBytes(keeps * span) + " each)" });
+            const spans = Math.max(1, Math.ceil(k.maxPeak / Math.floor(span / k.size)));
+            const want = Math.min(pr.max, Math.max(pr.effective + 1, spans * k.units));
+            if (want > pr.effective) raise.push({ k, back, spans, want, threads });
           } else if (kept * span >= 4 * 1048576 && taken === taken0 && pr.effective > 0) {
             // Half the spans this class keeps per thread, in units (0 once one is left).
-            const perThread = Math.max(1, Math.floor(pr.effective / units));
-            const want = Math.max(pr.min, Math.min(pr.effective - 1, Math.floor(perThread / 2) * units));
-            recs.push({ cls: c, option: "page_recycle", now: pr.effective, want,
-              why: fmtBytes(kept * span) + " of empty " + fmtBytes(size) + " spans are kept and none was taken in " +
-                fmtDuration(seconds * 1000) + "; a lower threshold returns them" });
+            const perThread = Math.max(1, Math.floor(pr.effective / k.units));
+            const half = Math.floor(perThread / 2) * k.units;
+            const want = Math.max(pr.min, Math.min(pr.effective - 1, half));
+            lower.push({ k, kept: kept * span, want });
           }
         }
+        // page_recycle is one threshold for every class and every thread: one suggestion, from
+        // the class that needs the most (raising) or the least (lowering), with what it costs
+        // or returns across all of them. Classes that take spans back win over idle ones.
+        if (raise.length) recs.push(raiseRecycle(d, pr, raise, seconds));
+        else if (lower.length) recs.push(lowerRecycle(pr, lower, seconds));
       }
       const lc = option(d.s, "large_cache");
       if (lc && lc.live) {
@@ -1322,10 +1506,9 @@
       $("rec-window").textContent = "-";
     }
     recs.sort((a, b) => b.want - a.want);
-    syncRows(tbody, recs, (r) => r.cls + ":" + r.option,
+    syncRows(tbody, recs, (r) => r.option,
       (r, key) => {
-        const tr = makeRow(key, 6, ["", "", "num", "num", "why", ""], () => {});
-        tr.tabIndex = -1;
+        const tr = makeRow(key, 6, ["", "", "num", "num", "why", ""], null);
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = "Apply";
@@ -1340,7 +1523,7 @@
       },
       (tr, r) => {
         const td = tr.children;
-        setCell(td[0], r.cls === 0 ? "large" : r.cls + " (" + fmtBytes(d.classes[r.cls].size) + ")", r.cls);
+        setCell(td[0], r.label || (r.cls === 0 ? "large" : classText(d.classes[r.cls])), r.cls);
         setCell(td[1], r.option);
         setCell(td[2], fmtInt(r.now), r.now);
         setCell(td[3], fmtInt(r.want), r.want);
@@ -1348,7 +1531,7 @@
         const b = td[5].firstChild;
         b.dataset.option = r.option;
         b.dataset.want = String(r.want);
-        b.disabled = state.mode === "replay";
+        b.disabled = state.mode === "replay" || state.mode === "exited";
       });
     if (!recs.length && tbody.children.length === 0) {
       // one explanatory row, not selectable
@@ -1357,10 +1540,13 @@
       const td = document.createElement("td");
       td.colSpan = 6;
       td.className = "muted";
-      td.textContent = "Nothing to change: no size class returned spans and took them back, and no class keeps idle memory.";
       tr.appendChild(td);
       tbody.appendChild(tr);
     }
+    const none = tbody.querySelector("tr[data-key='none'] td");
+    if (none) setCell(none, gone ? "Nothing to tune: the process has exited."
+      : "Nothing to change: no size class returned spans and took them back, and no class " +
+        "keeps idle memory.");
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -154,6 +154,38 @@ try {
     return n > firstPoints + 3 ? n : null;
   }).catch(() => null);
   check(morePoints !== null, "the live chart receives new points (" + firstPoints + " -> " + morePoints + ")");
+  // The y axis's labels name its ticks exactly (20 MiB is 20 x 2^20 bytes; not "19.1 MiB" for
+  // 20,000,000) and the x axis ends at the newest sample.
+  const axes = await page.evaluate(() => {
+    const c = window.Chart.getChart("chart-live");
+    const data = c.data.datasets[0].data;
+    return { y: c.scales.y.ticks.map((t) => [t.value, t.label]), xMax: c.scales.x.max,
+      last: data.length ? data[data.length - 1].x : null };
+  });
+  const exact = axes.y.every(([v, label]) => {
+    const m = /^(\d+(?:\.\d+)?) (B|KiB|MiB|GiB)$/.exec(label);
+    return m && Number(m[1]) * 1024 ** ["B", "KiB", "MiB", "GiB"].indexOf(m[2]) === v;
+  });
+  check(axes.y.length >= 3 && exact && axes.xMax === axes.last,
+    "the chart's byte ticks are round in their unit and its x axis ends at the newest sample",
+    JSON.stringify(axes));
+  // Samples missed while the page could not draw (a busy or hidden tab) come from the history:
+  // no step of more than a second is left in the chart across a 3 s stall of the page.
+  const stallEnd = await page.evaluate(() => {
+    const t = performance.now();
+    while (performance.now() - t < 3000) { /* the page draws nothing meanwhile */ }
+    const data = window.Chart.getChart("chart-live").data.datasets[0].data;
+    return data[data.length - 1].x;
+  });
+  const filled = await until("the gap to be filled", () => page.evaluate((from) => {
+    const data = window.Chart.getChart("chart-live").data.datasets[0].data;
+    const after = data.filter((p) => p.x >= from - 1);
+    let widest = 0;
+    for (let i = 1; i < after.length; ++i) widest = Math.max(widest, after[i].x - after[i - 1].x);
+    return after.length > 0 && after[after.length - 1].x > from + 3.5 && widest < 1 ? widest : null;
+  }, stallEnd), 15000).catch(() => null);
+  check(filled !== null, "after 3 s without frames the chart has the samples it missed, from " +
+    "/api/history (widest step " + filled + " s)");
   check((await page.textContent("#f-pid")) === String(pid), "the header shows the pid");
   check((await page.textContent("#f-program")) === path.basename(workload), "the header shows the program");
 
@@ -228,6 +260,20 @@ try {
     return a && a.tagName === "TR" && a.querySelector("td.name").dataset.value === "swing";
   });
   check(moves >= 2 && focusKept, "a focused row keeps the focus when the live sort moves it (" + moves + " moves)");
+  // Each table of selectable rows is one tab stop, its rows reached with the arrow keys; the
+  // rows of the free matrix select nothing and take no focus.
+  const stops = await page.evaluate(() => {
+    const zero = (id) => document.querySelectorAll("#" + id + " tbody tr[tabindex='0']").length;
+    const before = document.activeElement;
+    before.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown", bubbles: true }));
+    const moved = document.activeElement !== before && document.activeElement.tagName === "TR";
+    return { threads: zero("threads"), classes: zero("classes"), moved,
+      matrix: document.querySelectorAll("#matrix tbody tr[tabindex]").length,
+      matrixRows: document.querySelectorAll("#matrix tbody tr").length };
+  });
+  check(stops.threads === 1 && stops.classes === 1 && stops.moved && stops.matrix === 0 &&
+    stops.matrixRows > 0, "a table is one tab stop whose rows the arrow keys reach; the free " +
+    "matrix's rows take no focus", JSON.stringify(stops));
   await page.evaluate(() => document.activeElement && document.activeElement.blur());
 
   // The chart draws every sample (10 a second here); the tables at most every 250 ms. An upper
@@ -289,6 +335,15 @@ try {
   await input.press("Enter");
   check(/type a value/.test(await page.textContent("#opt-page_recycle-msg")) && cliSnapshot().control.generation === genBefore,
     "an empty value is refused in the page with its own message");
+  // Only Enter sends: a value typed and left with Tab changes nothing, and the field says so.
+  await input.fill("6");
+  await input.press("Tab");
+  const unsent = await page.textContent("#opt-page_recycle-msg");
+  await page.waitForTimeout(500);
+  check(/^not sent: Enter sends 6/.test(unsent) && cliSnapshot().control.generation === genBefore &&
+    effective().requested === 7, "a value left with Tab is not sent, and the field says so",
+    unsent);
+  await input.press("Escape");
   // Numbers written as the server accepts them ("8.0", a whole float) are sent as numbers.
   await input.fill("8.0");
   await input.press("Enter");
@@ -319,7 +374,7 @@ try {
     page.evaluate(([o, c]) => {
       for (const tr of document.querySelectorAll("#recommendations tbody tr")) {
         const td = tr.children;
-        if (td.length === 6 && td[1].textContent === o && td[0].textContent.endsWith(c))
+        if (td.length === 6 && td[1].textContent === o && td[0].textContent.includes(c))
           return { now: Number(td[2].dataset.value), want: Number(td[3].dataset.value),
             why: td[4].textContent, applyDisabled: td[5].firstChild.disabled };
       }
@@ -328,6 +383,13 @@ try {
   const suggestion = await recommendation("page_recycle", "(256 KiB)", 30000);
   check(suggestion && suggestion.want >= 1 && /released and taken again/.test(suggestion.why),
     "recommendations: the 256 KiB round trips give a page_recycle suggestion with its reason", JSON.stringify(suggestion));
+  const recycleRows = await page.$$eval("#recommendations tbody tr",
+    (rows) => rows.filter((tr) => tr.children[1] &&
+      tr.children[1].textContent === "page_recycle").length);
+  const mayKeep = /the threads may keep up to [\d.,]+ [KMG]?i?B more empty spans/;
+  check(suggestion && recycleRows === 1 && mayKeep.test(suggestion.why),
+    "page_recycle, one threshold for every class, gets one suggestion that " +
+    "says how much more the threads may keep", JSON.stringify({ recycleRows, suggestion }));
   if (suggestion) {
     const button = page.locator("#recommendations tbody tr:has(td:text-is('page_recycle')) button").first();
     const want = Number(await button.getAttribute("data-want"));
@@ -702,13 +764,13 @@ try {
   check(lcRec && lcRec.now === 128 && lcRec.want === 250 && lcWhy.test(lcRec.why) &&
     lcRec.applyDisabled, "recommendations: large blocks mapped again and again past large_cache " +
     "suggest raising it (Apply disabled in a replay)", JSON.stringify(lcRec));
-  // The other way: 4 MiB of empty 1 KiB spans kept (by ingest-1), none taken in the window,
-  // suggest a lower page_recycle than the 2 in force.
+  // The other way: 4 MiB of empty 1 KiB spans kept (by ingest-1), no span taken in the window
+  // (in any class: one that takes spans back would ask for a higher value), suggest a lower
+  // page_recycle than the 2 in force.
   await replayEdited("idle_spans.jsonl", (j) => {
     const c = j.class_sizes.indexOf(1024);
     const at = (name) => j.counters.indexOf(name) + 1;
     for (const r of j.threads.flatMap((t) => t.classes).concat(j.exited)) {
-      if (r[0] !== c) continue;
       r[at("pages_taken")] = 5;
       r[at("pages_released")] = 5;
       r[at("pages_kept")] = 0;
@@ -742,6 +804,14 @@ try {
         .map((e) => e.querySelector("h2") ? e.querySelector("h2").textContent : e.className) }));
     check(wide.page <= width && wide.cards.length === 0, "at " + width + " px the page does not scroll sideways", JSON.stringify(wide));
   }
+  // Wide screens: the cards come in pairs, so two columns, never three (a third of the screen
+  // left empty and the tables cut).
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() =>
+    requestAnimationFrame(r))));
+  const columns = await page.evaluate(() => getComputedStyle(document.querySelector("main"))
+    .gridTemplateColumns.split(" ").length);
+  check(columns === 2, "at 1920 px the cards are in two columns", String(columns));
   await page.setViewportSize({ width: 1400, height: 1000 });
   await page.waitForTimeout(300);
   const shot = path.join(out, "page.png");
@@ -803,6 +873,14 @@ try {
     document.body.dataset.mode === "exited" ? document.getElementById("conn").textContent : null)).catch(() => null);
   check(exited === "process exited", "when the program exits the page shows 'process exited'", exited);
   check((await page.$$("#threads tbody tr")).length > 0, "and still shows its last state");
+  const closed = await until("the tuning panel to close", () => page.evaluate(() => {
+    const recs = document.querySelector("#recommendations tbody").textContent;
+    return document.getElementById("opt-page_recycle").disabled &&
+      !document.getElementById("tuning-exited").hidden && /Nothing to tune/.test(recs)
+      ? recs : null;
+  }), 5000).catch(() => null);
+  check(closed !== null, "once the process is gone its tuning inputs are disabled, with a note, " +
+    "and nothing is recommended");
   server.kill("SIGINT");
   await serverExit;
   const gone = await until("the page to notice the server went away", () => page.evaluate(() =>
