@@ -3814,11 +3814,13 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
       large_count_alloc(hdr, size);
       return p;
     }
-    os_unmap(base + need, old - need);
 #if LIVEALLOC_CHECKED
+    // The record goes first, while the range is still ours: once unmapped, another thread's
+    // new mapping may take it and record itself, which a late clear would erase.
     chunk_mark(base + need, old - need, 0);
     chunk_mark(base, need, 2);
 #endif
+    os_unmap(base + need, old - need);
   } else {
     std::size_t have = old;
     std::uint64_t area = hdr->area;
@@ -3833,14 +3835,17 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
     if (!grown) {
       void* target = os_map_aligned(need, kSegmentSize);
       if (!target) return nullptr;
+#if LIVEALLOC_CHECKED
+      chunk_mark(base, old, 0);  // before the move frees the range (above), back if it fails
+#endif
       void* moved = mremap(base, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, target);
       if (moved == MAP_FAILED) {
+#if LIVEALLOC_CHECKED
+        chunk_mark(base, old, 2);
+#endif
         os_unmap(target, need);
         return nullptr;
       }
-#if LIVEALLOC_CHECKED
-      chunk_mark(base, old, 0);
-#endif
       grown = static_cast<std::uint8_t*>(moved);
       area = large_new_area();
     }

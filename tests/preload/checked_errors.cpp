@@ -1,5 +1,6 @@
 // Run under LD_PRELOAD=liblivealloc-checked.so by checked.sh. `checked_errors MODE`:
-//   ok       correct use (threads freeing each other's blocks, realloc, aligned and sized forms):
+//   ok       correct use (threads freeing each other's blocks, realloc, aligned and sized forms,
+//            four threads growing, shrinking and moving large blocks with realloc at once):
 //            prints "ok" and exits 0
 //   double   frees a block twice, then allocates its size again
 //   double_large  frees a large block (3 MiB) twice
@@ -10,6 +11,7 @@
 //   sized    sized operator delete with a size larger than the block
 // The errors print the pointer (printf's %p) on stdout before the bad call; the checked
 // library must then abort with a message that names it.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <malloc.h>
@@ -45,6 +47,39 @@ int correct_use() {
   ::operator delete(n, 100);
   std::free(a);
   std::string s(1 << 20, 'x');  // a large block, through operator new
+  // Threads reallocating large blocks at once: a mapping one of them shrinks or moves frees
+  // address space that another's new mapping may take at once; the checked library's record of
+  // that mapping must not then be erased by the first (it was, in the window between the
+  // munmap or mremap and the clearing of the old range).
+  std::vector<std::thread> movers;
+  for (unsigned t = 1; t <= 4; ++t) {
+    movers.emplace_back([t] {
+      std::uint64_t x = t * 0x9E3779B97F4A7C15ull;
+      auto next = [&x](std::uint64_t n) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return static_cast<std::size_t>(x % n);
+      };
+      char* held[8] = {};
+      for (int i = 0; i < 20000; ++i) {
+        char*& b = held[next(8)];
+        if (!b) {
+          b = static_cast<char*>(std::malloc(next(16 << 20) + (256 << 10) + 1));
+        } else if (next(2)) {
+          std::free(b);
+          b = nullptr;
+          continue;
+        } else {
+          b = static_cast<char*>(std::realloc(b, next(12 << 20) + (256 << 10) + 1));
+        }
+        if (!b) std::abort();
+        b[0] = 1;
+      }
+      for (char* b : held) std::free(b);
+    });
+  }
+  for (std::thread& m : movers) m.join();
   std::printf("ok %zu\n", s.size());
   return 0;
 }
