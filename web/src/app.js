@@ -343,7 +343,7 @@
   // draws, so events that arrive faster than the page can draw them (300 threads: 360 KB each,
   // 12 a second) are dropped unparsed instead of piling up. Rates do not suffer: they come from
   // the taken_ns of the samples that were drawn.
-  const stream = { ctl: null, raw: null, retry: 0, failures: 0 };
+  const stream = { ctl: null, raw: null, retry: 0, failures: 0, tick: 0, retryAt: 0, why: "" };
   function openStream() {
     closeStream();
     const ctl = new AbortController();
@@ -353,7 +353,9 @@
   function closeStream() {
     if (stream.ctl) { const ctl = stream.ctl; stream.ctl = null; ctl.abort(); }
     clearTimeout(stream.retry);
+    clearInterval(stream.tick);
     stream.retry = 0;
+    stream.tick = 0;
     stream.raw = null;
   }
   async function readStream(ctl) {
@@ -416,8 +418,23 @@
     stream.failures += 1;
     const wait = afterMs || Math.min(30000, 1000 * 2 ** Math.min(5, stream.failures - 1));
     setMode("reconnecting", why);
+    stream.why = why;
+    stream.retryAt = performance.now() + wait;
     showNotice("No new samples: " + why + ". Trying again in " + fmtInt(wait / 1000) + " s.", "stream");
-    stream.retry = setTimeout(() => { stream.retry = 0; if (state.mode === "reconnecting") openStream(); }, wait);
+    clearInterval(stream.tick);
+    stream.tick = setInterval(countDown, 1000); // the notice counts the seconds down
+    stream.retry = setTimeout(() => {
+      stream.retry = 0;
+      clearInterval(stream.tick);
+      stream.tick = 0;
+      if (state.mode === "reconnecting") openStream();
+    }, wait);
+  }
+  function countDown() {
+    if (state.mode !== "reconnecting" || $("notice").dataset.source !== "stream") return;
+    const left = Math.max(1, Math.ceil((stream.retryAt - performance.now()) / 1000));
+    showNotice("No new samples: " + stream.why + ". Trying again in " + fmtInt(left) + " s.",
+      "stream");
   }
   function takeSample() {
     const raw = stream.raw;

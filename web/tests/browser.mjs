@@ -835,8 +835,15 @@ try {
       const n = document.getElementById("notice");
       return document.body.dataset.mode === "reconnecting" && !n.hidden ? n.textContent : null;
     })).catch(() => null);
-    check(busy && /too many viewers/.test(busy) && /too many streams/.test(busy) && /again in 5 s/.test(busy),
+    // The notice counts down from the server's Retry-After (5 s).
+    check(busy && /too many viewers/.test(busy) && /too many streams/.test(busy) &&
+      /again in [1-5] s/.test(busy),
       "with every stream slot taken, the page says the server has too many viewers and when it retries", busy);
+    const counted = await until("the notice to count down", () => tab.evaluate(() => {
+      const t = document.getElementById("notice").textContent;
+      return /too many viewers.*again in [1-4] s/.test(t) ? t : null;
+    }), 10000).catch(() => null);
+    check(counted !== null, "the notice counts the seconds down to the next try", counted);
     for (const ctl of held) ctl.abort();
     const back = await until("the new tab to go live", () => tab.evaluate(() =>
       document.body.dataset.mode === "live" && document.getElementById("notice").hidden ? true : null), 30000).catch(() => false);
