@@ -1165,14 +1165,28 @@
       l.fillRect(0, 0, w, h);
       l.font = "11px system-ui, sans-serif";
       l.textBaseline = "middle";
-      l.fillStyle = cssVar("--muted");
-      cols.forEach((c, j) => { // column labels, rotated
-        l.save();
-        l.translate(heat.left + j * heat.cell + heat.cell / 2, heat.top - 4);
-        l.rotate(-Math.PI / 3);
-        l.fillText(c === 0 ? "large" : fmtBytes(d.classes[c].size).replace(" ", ""), 0, 0);
-        l.restore();
+      // The column labels, rotated, on a band of their own: drawn at the top of the map, and
+      // again at the top of what the box shows when it scrolls down a long list of threads.
+      const band = heat.band || (heat.band = document.createElement("canvas"));
+      band.width = canvas.width;
+      band.height = Math.round(heat.top * dpr);
+      const b = band.getContext("2d");
+      b.setTransform(dpr, 0, 0, dpr, 0, 0);
+      b.fillStyle = cssVar("--card");
+      b.fillRect(0, 0, w, heat.top);
+      b.font = l.font;
+      b.textBaseline = "middle";
+      b.fillStyle = cssVar("--muted");
+      cols.forEach((c, j) => {
+        b.save();
+        b.translate(heat.left + j * heat.cell + heat.cell / 2, heat.top - 4);
+        b.rotate(-Math.PI / 3);
+        b.fillText(c === 0 ? "large" : fmtBytes(d.classes[c].size).replace(" ", ""), 0, 0);
+        b.restore();
       });
+      l.setTransform(1, 0, 0, 1, 0, 0);
+      l.drawImage(band, 0, 0);
+      l.setTransform(dpr, 0, 0, dpr, 0, 0);
       rows.forEach((x, i) => {
         l.fillStyle = x.state === "alive" ? cssVar("--fg") : cssVar("--muted");
         const label = x.name.length > 22 ? x.name.slice(0, 21) + "…" : x.name;
@@ -1214,7 +1228,14 @@
       g.strokeRect(heat.left + at.j * heat.cell - 0.5, heat.top + at.i * heat.rowH + 0.5,
         heat.cell, heat.rowH - 1);
     }
+    const scrolled = Math.min(canvas.parentElement.scrollTop, h - heat.top);
+    if (scrolled > 0) {
+      g.setTransform(1, 0, 0, 1, 0, 0);
+      g.drawImage(heat.band, 0, Math.round(scrolled * dpr));
+    }
   }
+  $("heat").parentElement.addEventListener("scroll", () => { if (heat.data) renderHeat(heat.data); },
+    { passive: true });
   // The cursor's row and column in the map as drawn last, or null.
   function heatCursorAt() {
     if (!heat.cursor) return null;
@@ -1241,7 +1262,9 @@
   $("heat").addEventListener("mousemove", (e) => {
     const r = $("heat").getBoundingClientRect();
     const j = Math.floor((e.clientX - r.left - heat.left) / heat.cell);
-    const i = Math.floor((e.clientY - r.top - heat.top) / heat.rowH);
+    const y = e.clientY - r.top;
+    const i = Math.floor((y - heat.top) / heat.rowH);
+    if (y < $("heat").parentElement.scrollTop + heat.top) return; // on the column labels
     if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) moveHeatCursor(i, j);
   });
   $("heat").addEventListener("keydown", (e) => {

@@ -572,6 +572,26 @@ try {
     const hovered = await hover();
     check(/^.+ · (large blocks|class \d+ \(.+\)): [\d,]+ live blocks.*, [\d,]+ allocations, /
       .test(hovered), "the mouse on the first cell names its thread, class and numbers", hovered);
+    // Scrolled down a long list of threads, the column labels stay at the top of the box: the
+    // band there is the one drawn above the first row (the box made short to scroll 7 rows).
+    const band = await page.evaluate(() => new Promise((resolve) => {
+      const canvas = document.getElementById("heat"), box = canvas.parentElement;
+      box.style.maxHeight = "60px";
+      box.scrollTop = 50; // past the first band: the two do not overlap
+      requestAnimationFrame(() => requestAnimationFrame(() => {
+        const dpr = window.devicePixelRatio || 1, g = canvas.getContext("2d");
+        const top = Math.round(box.scrollTop * dpr), hgt = Math.round(44 * dpr);
+        const a = g.getImageData(0, 0, canvas.width, hgt).data;
+        const b = g.getImageData(0, top, canvas.width, hgt).data;
+        let same = a.length === b.length;
+        for (let k = 0; same && k < a.length; ++k) same = a[k] === b[k];
+        box.style.maxHeight = "";
+        box.scrollTop = 0;
+        resolve({ scrolled: box.scrollTop === 0 && top > 0 ? top : -1, same });
+      }));
+    }));
+    check(band.scrolled > 0 && band.same, "the heat map's column labels stay in view when it " +
+      "scrolls", JSON.stringify(band));
     await page.evaluate(() => document.activeElement && document.activeElement.blur());
   }
 
