@@ -1234,8 +1234,9 @@
       g.drawImage(heat.band, 0, Math.round(scrolled * dpr));
     }
   }
-  $("heat").parentElement.addEventListener("scroll", () => { if (heat.data) renderHeat(heat.data); },
-    { passive: true });
+  $("heat").parentElement.addEventListener("scroll", () => {
+    if (heat.data) renderHeat(heat.data);
+  }, { passive: true });
   // The cursor's row and column in the map as drawn last, or null.
   function heatCursorAt() {
     if (!heat.cursor) return null;
