@@ -256,6 +256,7 @@
     for (const row of optionRows.values()) row.input.disabled = row.fixed || off;
     $("tuning-replay").hidden = m !== "replay";
     $("tuning-exited").hidden = m !== "exited";
+    $("interval").disabled = m === "replay"; // the stream's: a replay has its own pace
   }
 
   // `source` names what the notice is about, so that it is cleared only by that ("stream": the
@@ -1267,6 +1268,14 @@
     const i = Math.floor((y - heat.top) / heat.rowH);
     if (y < $("heat").parentElement.scrollTop + heat.top) return; // on the column labels
     if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) moveHeatCursor(i, j);
+  });
+  // The mouse leaving takes its cell's text with it (not the keyboard's, while the map has focus).
+  $("heat").addEventListener("mouseleave", () => {
+    if (document.activeElement === $("heat") || !heat.cursor) return;
+    heat.cursor = null;
+    $("heat-hover").textContent = kHeatHint;
+    state.dirty = true;
+    schedule();
   });
   $("heat").addEventListener("keydown", (e) => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };

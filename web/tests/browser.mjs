@@ -593,6 +593,13 @@ try {
     check(band.scrolled > 0 && band.same, "the heat map's column labels stay in view when it " +
       "scrolls", JSON.stringify(band));
     await page.evaluate(() => document.activeElement && document.activeElement.blur());
+    await page.mouse.move(box.x + 170 + 7, box.y + 44 + 8);
+    const on = await hover();
+    await page.mouse.move(1, 1);
+    const off = await until("the hover text to go", async () =>
+      ((await hover()) === "hover a cell for its numbers" ? true : null), 5000).catch(() => false);
+    check(on !== "hover a cell for its numbers" && off, "the cell's text goes when the mouse " +
+      "leaves the map", on);
   }
 
   // Sorting: a column's header sorts its table by it (numbers largest first, text A to Z), a
@@ -696,8 +703,10 @@ try {
   check((await page.evaluate(() => document.body.dataset.mode)) === "replay", "a recorded file switches the page to replay");
   check((await page.textContent("#replay-info")) === "5 / 5", "the replay holds the 5 recorded samples",
     await page.textContent("#replay-info"));
-  check(await page.isDisabled("#opt-page_recycle") && await page.isDisabled("#baseline") && await page.isVisible("#tuning-replay"),
-    "during a replay the tuning inputs and the baseline are disabled, with a note why");
+  check(await page.isDisabled("#opt-page_recycle") && await page.isDisabled("#baseline") &&
+    await page.isVisible("#tuning-replay") && await page.isDisabled("#interval"),
+    "during a replay the tuning inputs, the baseline and the stream's interval are disabled, " +
+    "with a note why");
   // The chart is redrawn at the next animation frame, which a loaded machine can delay.
   await page.waitForFunction(() => window.Chart.getChart("chart-live").data.datasets[0].data.length === 5,
     null, { timeout: 10000 }).catch(() => {});
@@ -806,8 +815,8 @@ try {
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
-  check(!(await page.isDisabled("#opt-page_recycle")) && !(await page.isVisible("#tuning-replay")),
-    "back to live, the tuning inputs are enabled again");
+  check(!(await page.isDisabled("#opt-page_recycle")) && !(await page.isVisible("#tuning-replay")) &&
+    !(await page.isDisabled("#interval")), "back to live, the tuning inputs are enabled again");
 
   // Themes, then the screenshot artefact.
   await page.click("#theme");
