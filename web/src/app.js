@@ -125,9 +125,9 @@
     for (const r of s.exited) add(r);
     // Large blocks differ in size and a thread's row counts them: its live bytes of them are
     // estimated at the process's mean live large block (the heat map marks them so).
-    const large = cls[0];
-    const meanLarge = large && large.liveBlocks > 0
-      ? (s.process.large_bytes || 0) / large.liveBlocks : 0;
+    const largeClass = cls[0];
+    const meanLarge = largeClass && largeClass.liveBlocks > 0
+      ? (s.process.large_bytes || 0) / largeClass.liveBlocks : 0;
     for (const x of threads) {
       const cell = x.cells.get(0);
       if (cell) { cell.live = Math.max(0, cell.liveBlocks) * meanLarge; cell.estimated = true; }
@@ -195,7 +195,7 @@
     startNs: null,        // start_ns of the process charted (with pid: a new image after exec)
     pending: new Map(),   // option name -> {value, generation, posted}
     replay: null,         // {samples, pos, timer}
-    rateBases: [],        // derived live samples of the last RATE_MS and one before (rates)
+    rateBases: [],        // of the live samples of the last RATE_MS and one before, what rates need
     sort: { classes: { key: "live", dir: -1 }, threads: { key: "live", dir: -1 } },
     dirty: false,
   };
@@ -838,7 +838,6 @@
             ticks: { callback: (v) => fmtDuration(v * 1000), maxTicksLimit: 8, maxRotation: 0,
               autoSkipPadding: 16, includeBounds: false } },
           y: { ticks: { callback: fmtTickBytes } }, // min, max and step: byteTicks
-
         },
         plugins: {
           legend: { labels: { boxWidth: 12, filter: (item, data) => !data.datasets[item.datasetIndex].hidden } },
@@ -1442,10 +1441,10 @@
   const REC_WINDOW_MS = 30000;
   const plural = (n, word) =>
     fmtInt(n) + " " + word + (n === 1 ? "" : word.endsWith("s") ? "es" : "s");
+  const classText = (k) => k.cls + " (" + fmtBytes(k.size) + ")";
   // The classes a suggestion comes from: the first five, then how many more.
   const someClasses = (items) => items.slice(0, 5).map((r) => classText(r.k)).join(", ") +
     (items.length > 5 ? " and " + (items.length - 5) + " more" : "");
-  const classText = (k) => k.cls + " (" + fmtBytes(k.size) + ")";
   const andMore = (items) =>
     classText(items[0].k) + (items.length > 1 ? " and " + (items.length - 1) + " more" : "");
   // Empty spans a thread keeps of a class of `units` under page_recycle `v`: at least one if v > 0.
@@ -1478,8 +1477,7 @@
         " blocks of " + fmtBytes(k.size) + " (" + plural(top.spans, "span") + "): " + want +
         " keeps " + plural(keeps, "empty span") + " of it per thread and avoids the round trips." +
         " The threshold is one for every class and thread: the threads may keep up to " +
-        fmtBytes(extra) +
-        " more empty spans (each in each class up to what it held at its peak)" };
+        fmtBytes(extra) + " more empty spans (each in each class up to what it held at its peak)" };
   }
   function lowerRecycle(pr, lower, seconds) {
     lower.sort((a, b) => b.want - a.want); // the mildest: it still lowers the others' share
