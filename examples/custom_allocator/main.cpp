@@ -208,7 +208,10 @@ int main(int argc, char** argv) {
   bool smoke = false;
   memlive::options opts;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("usage: %s [--port P] [--smoke]\n", argv[0]);
+      return 0;
+    } else if (std::strcmp(argv[i], "--smoke") == 0) {
       smoke = true;
       opts.port = 0;
     } else if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {

@@ -157,6 +157,10 @@ int main(int argc, char** argv) {
   long port = 8080;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) return smoke();
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("usage: include_and_start [--port P] | --smoke\n");
+      return 0;
+    }
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
       if (!parse_number(argv[++i], 0, 65535, &port)) {
         std::fprintf(stderr, "include_and_start: --port %s: not a port from 0 to 65535\n", argv[i]);

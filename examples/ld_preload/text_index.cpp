@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--wait") == 0) {
       wait = true;
+    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("usage: text_index [--rounds N] [--wait]\n");
+      return 0;
     } else {
       std::fprintf(stderr, "usage: text_index [--rounds N] [--wait]\n");
       return 2;
@@ -99,7 +102,8 @@ int main(int argc, char** argv) {
     }
     if (postings != 3u * kDocs * kWordsPerDoc) ++bad;
   }
-  std::printf("text_index: %ld rounds, %s\n", r, bad ? "WRONG COUNTS" : "all counts right");
+  std::printf("text_index: %ld round%s, %s\n", r, r == 1 ? "" : "s",
+              bad ? "WRONG COUNTS" : "all counts right");
   if (wait) {
     std::printf("text_index: done\n");
     std::fflush(stdout);

@@ -94,6 +94,10 @@ void pmr_containers() {
 
 int main(int argc, char** argv) {
   if (argc > 1) {
+    if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+      std::printf("usage: stl_and_pmr [--smoke]\n");
+      return 0;
+    }
     if (std::strcmp(argv[1], "--smoke") != 0) {
       std::fprintf(stderr, "usage: stl_and_pmr [--smoke]\n");
       return 2;

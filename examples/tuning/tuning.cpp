@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -58,6 +59,11 @@ void expect(bool ok, const char* what) {
 
 int main(int argc, char** argv) {
   using livealloc::option_status;
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: [LIVEALLOC_<NAME>=V] %s   (commands on stdin: see examples/tuning)\n",
+                argv[0]);
+    return 0;
+  }
   if (argc > 1) {  // commands come on stdin; the environment sets options at start
     std::fprintf(stderr, "tuning: unexpected argument '%s'; usage: [LIVEALLOC_<NAME>=V] %s\n",
                  argv[1], argv[0]);
@@ -94,7 +100,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
-  std::printf("tuning: try  build/memlive/memlive tune --pid %d page_recycle=16 remote_batch=64\n",
+  std::printf("tuning: try: memlive tune --pid %d page_recycle=16 remote_batch=64\n",
               static_cast<int>(getpid()));
   std::printf("ready %d\n", static_cast<int>(getpid()));
   std::fflush(stdout);
