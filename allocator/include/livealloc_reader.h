@@ -13,8 +13,11 @@
 // Nothing here throws for bad input: every failure is a false or nullptr and a message that says
 // what was wrong. Nothing in the file is trusted: each take() reads the layout fields once,
 // checks them against the size of the mapping and uses only the checked copies, so a damaged or
-// hostile file gives an error, never a read outside the mapping. (One gap no reader can close:
-// a file truncated by its owner or root between the size check and the reads raises SIGBUS.)
+// hostile file gives an error, never a read outside the mapping. A file its owner truncates
+// between the size check and the reads would raise SIGBUS at a read past its new end: a process
+// that reads other users' segments (the memlive command, as root) calls survive_truncation()
+// first, and then such a read sees zeros and the take() reports "truncated while being read"
+// (see survive_truncation below). Without it (memlive::start() reads its own segment), SIGBUS.
 // Memory allocation (std::string, std::vector) may still throw std::bad_alloc, as anywhere.
 #ifndef LIVEALLOC_READER_H
 #define LIVEALLOC_READER_H
@@ -34,6 +37,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -162,8 +166,20 @@ std::string state_name(const snapshot& s, const thread_view& t);
 // pid looks alive: the error is on the safe side (a segment is never swept while its pid lives).
 bool pid_alive(int pid);
 
+// Makes a read of a segment its owner truncated meanwhile harmless, for the rest of the
+// process: installs a SIGBUS handler (sigaction, SA_SIGINFO) that, for a fault inside the mapping
+// of a segment opened after this call, maps a private page of zeros over the faulting page
+// (mmap MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS), marks the segment and returns: the read sees
+// zeros, and every later take(), set_option() and wait on that segment fails with "truncated
+// while being read" (the mapping no longer shows the file: open it again). Any other SIGBUS
+// (another address, one sent with kill) restores SIG_DFL and is raised again: it kills as
+// before. For a program that maps no file of its own that may shrink (the memlive command): a
+// handler installed before is replaced. False, and *error, when sigaction fails.
+bool survive_truncation(std::string* error = nullptr);
+
 namespace detail {
 struct layout;
+struct guarded;
 }
 
 // A mapped telemetry segment.
@@ -220,10 +236,14 @@ class segment {
 
  private:
   segment(int fd, unsigned char* base, std::uint64_t size, bool writable, bool read_only,
-          std::int32_t pid, std::string path)
+          std::int32_t pid, std::string path, detail::guarded* guard)
       : fd_(fd), base_(base), size_(size), writable_(writable), read_only_(read_only), pid_(pid),
-        path_(std::move(path)) {}
+        path_(std::move(path)), guard_(guard) {}
   bool current(detail::layout* l, std::string* error) const;
+  // Whether a read of the mapping faulted past the file's end (survive_truncation): the
+  // mapping then holds pages of zeros where the file was, for good.
+  bool cut() const;
+  std::string cut_error() const;
   bool writer_attached() const;
   // process_alive() for the header's start time `start_ns` (take() has it loaded already).
   bool alive_since(std::uint64_t start_ns, std::uint64_t* start_ticks = nullptr) const;
@@ -238,6 +258,7 @@ class segment {
   dev_t dev_ = 0;  // the file mapped
   ino_t ino_ = 0;
   std::uint64_t start_ticks_ = 0;  // the process's start time at open; 0: unknown
+  detail::guarded* guard_;         // the mapping's entry in the SIGBUS registry, or nullptr
 };
 
 // One file named livealloc.<digits> in a directory.
@@ -794,6 +815,121 @@ inline const option_view* snapshot::find_option(const std::string& name) const {
   return nullptr;
 }
 
+namespace detail {
+// The registry of mappings survive_truncation's handler may repair: entries in chunks of 64, a
+// chunk added (never freed) when all are taken, so the handler walks them without a lock.
+// base: 0 free, 1 being filled or emptied, else the mapping's first byte; size is stored before
+// base (release) and read after it (acquire), and a match is checked against base again.
+struct guarded {
+  std::atomic<std::uintptr_t> base{0};
+  std::atomic<std::uint64_t> size{0};
+  std::atomic<bool> truncated{false};  // a read faulted past the file's end
+};
+struct guard_chunk {
+  guarded entries[64];
+  std::atomic<guard_chunk*> next{nullptr};
+};
+static_assert(std::atomic<std::uintptr_t>::is_always_lock_free &&
+                  std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free &&
+                  std::atomic<guard_chunk*>::is_always_lock_free,
+              "the SIGBUS handler reads the registry: its atomics must be lock-free");
+inline guard_chunk g_guards;
+inline std::atomic<bool> g_guarding{false};     // survive_truncation() was called
+inline std::atomic<std::uintptr_t> g_page{0};  // the page size, read once outside the handler
+
+// An entry for the mapping [base, base + size), or nullptr when nothing guards mappings.
+inline guarded* guard(const unsigned char* base, std::uint64_t size) {
+  if (!g_guarding.load(std::memory_order_acquire)) return nullptr;
+  for (guard_chunk* c = &g_guards;;) {
+    for (guarded& g : c->entries) {
+      std::uintptr_t expect = 0;
+      if (g.base.load(std::memory_order_relaxed) != 0 ||
+          !g.base.compare_exchange_strong(expect, 1, std::memory_order_acquire))
+        continue;
+      g.truncated.store(false, std::memory_order_relaxed);
+      g.size.store(size, std::memory_order_relaxed);
+      g.base.store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_release);
+      return &g;
+    }
+    guard_chunk* next = c->next.load(std::memory_order_acquire);
+    if (!next) {
+      auto* fresh = new guard_chunk;
+      if (c->next.compare_exchange_strong(next, fresh, std::memory_order_acq_rel))
+        next = fresh;
+      else
+        delete fresh;  // another thread added one: `next` is it
+    }
+    c = next;
+  }
+}
+
+// Before the munmap: the address range may be mapped again for something else.
+inline void unguard(guarded* g) {
+  if (!g) return;
+  g->base.store(1, std::memory_order_relaxed);
+  g->size.store(0, std::memory_order_relaxed);
+  g->base.store(0, std::memory_order_release);
+}
+
+inline void on_sigbus(int sig, siginfo_t* info, void*) {
+  const int saved = errno;
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  const std::uintptr_t page = g_page.load(std::memory_order_relaxed);
+  if (info->si_code == BUS_ADRERR && page != 0)
+    for (guard_chunk* c = &g_guards; c; c = c->next.load(std::memory_order_acquire))
+      for (guarded& g : c->entries) {
+        const std::uintptr_t b = g.base.load(std::memory_order_acquire);
+        if (b <= 1 || addr < b || addr - b >= g.size.load(std::memory_order_acquire) ||
+            g.base.load(std::memory_order_acquire) != b)
+          continue;
+        // The page past the file's end becomes private zeros: the read that faulted sees 0.
+        void* at = reinterpret_cast<void*>(addr & ~(page - 1));
+        if (mmap(at, page, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                 0) == MAP_FAILED)
+          break;
+        g.truncated.store(true, std::memory_order_release);
+        errno = saved;
+        return;
+      }
+  // Not ours: die of it as without the handler (SIGBUS is blocked here, and pending on return).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+  errno = saved;
+}
+}  // namespace detail
+
+inline bool survive_truncation(std::string* error) {
+  const long page = sysconf(_SC_PAGESIZE);
+  detail::g_page.store(static_cast<std::uintptr_t>(page > 0 ? page : 4096),
+                       std::memory_order_relaxed);
+  struct sigaction sa {};
+  sa.sa_sigaction = detail::on_sigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGBUS, &sa, nullptr) != 0) {
+    detail::set(error, std::string("sigaction(SIGBUS): ") + strerror(errno));
+    return false;
+  }
+  detail::g_guarding.store(true, std::memory_order_release);
+  return true;
+}
+
+inline bool segment::cut() const {
+  // A compiler barrier: every read of the mapping before this is done before the flag is read
+  // (the handler sets it in this thread, during the read that faulted).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  return guard_ && guard_->truncated.load(std::memory_order_acquire);
+}
+
+inline std::string segment::cut_error() const {
+  return path_ + ": truncated while being read: the file shrank under the mapping (its owner "
+                 "cut it); open it again";
+}
+
 inline std::unique_ptr<segment> segment::open_pid(int pid, std::string* error,
                                                   const std::string& dir) {
   if (pid <= 0) {
@@ -865,13 +1001,19 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
     return nullptr;
   }
   auto* base = static_cast<unsigned char*>(m);
+  detail::guarded* guard = detail::guard(base, size);
   detail::layout l;
-  if (detail::read_layout(base, size, &l, &why)) {
+  const bool laid_out = detail::read_layout(base, size, &l, &why);
+  std::uint64_t start_ns = 0;
+  if (laid_out)
+    start_ns = detail::load<std::uint64_t>(base, offsetof(telemetry::segment_header, start_ns));
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the reads above before the flag's
+  if (guard && guard->truncated.load(std::memory_order_acquire)) {
+    why = "truncated while being read: the file shrank under the mapping (its owner cut it)";
+  } else if (laid_out) {
     const int name_pid = detail::pid_from_name(detail::base_name(path));
     // A process writes its segment as itself: a file of another user (but root) that names a
     // live process was put there by someone else, and would be shown as that process's.
-    std::uint64_t start_ns = 0;
-    memcpy(&start_ns, base + offsetof(telemetry::segment_header, start_ns), sizeof start_ns);
     struct stat proc;
     const bool forged = st.st_uid != 0 && segment_owner_alive(l.pid, start_ns) &&
                         stat(("/proc/" + std::to_string(l.pid)).c_str(), &proc) == 0 &&
@@ -881,7 +1023,8 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
             std::to_string(l.pid) + " runs as uid " + std::to_string(proc.st_uid) +
             ": not written by that process; refusing to read it";
     } else if (name_pid <= 0 || name_pid == l.pid) {
-      std::unique_ptr<segment> seg(new segment(fd, base, size, writable, read_only, l.pid, path));
+      std::unique_ptr<segment> seg(
+          new segment(fd, base, size, writable, read_only, l.pid, path, guard));
       seg->dev_ = st.st_dev;
       seg->ino_ = st.st_ino;
       detail::proc_info i;
@@ -892,6 +1035,7 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
             std::to_string(name_pid);
     }
   }
+  detail::unguard(guard);
   munmap(m, size);
   ::close(fd);
   detail::set(error, path + ": " + why);
@@ -899,6 +1043,7 @@ inline std::unique_ptr<segment> segment::open_path(const std::string& path, std:
 }
 
 inline segment::~segment() {
+  detail::unguard(guard_);
   munmap(base_, size_);
   ::close(fd_);
 }
@@ -920,6 +1065,10 @@ inline std::unique_ptr<segment> segment::successor(std::string* error) const {
 // Re-reads and re-checks the layout: a file truncated under the mapping would turn reads into
 // SIGBUS, and header fields changed since open must not move reads outside it.
 inline bool segment::current(detail::layout* l, std::string* error) const {
+  if (cut()) {
+    detail::set(error, cut_error());
+    return false;
+  }
   struct stat st;
   if (fstat(fd_, &st) != 0) {
     detail::set(error, path_ + ": " + strerror(errno));
@@ -933,7 +1082,7 @@ inline bool segment::current(detail::layout* l, std::string* error) const {
   }
   std::string why;
   if (!detail::read_layout(base_, size_, l, &why)) {
-    detail::set(error, path_ + ": " + why);
+    detail::set(error, cut() ? cut_error() : path_ + ": " + why);
     return false;
   }
   if (l->pid != pid_) {
@@ -1150,6 +1299,13 @@ inline void segment::take(snapshot* into) const {
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) detail::read_free_matrix(p, l, data, taken_end, &s);
   s.resident_bytes = detail::resident_of(pid_);
+  if (cut()) {  // some of the above read zeros in place of the file: none of it is to be trusted
+    std::vector<thread_view> kept = std::move(s.threads);  // its memory, as above
+    kept.clear();
+    s = snapshot{};
+    s.threads = std::move(kept);
+    s.error = cut_error();
+  }
 }
 
 inline bool segment::process_alive() const {
@@ -1176,7 +1332,7 @@ inline std::uint32_t segment::threads_alive() const {
     n += data.has(at, sizeof(std::uint32_t)) &&
          detail::load<std::uint32_t>(base_, at) == telemetry::slot_alive;
   }
-  return n;
+  return cut() ? 0 : n;
 }
 
 inline bool segment::set_option(const std::string& name, std::int64_t value, std::string* error,
@@ -1230,6 +1386,10 @@ inline bool segment::set_option(const std::string& name, std::int64_t value, std
                                          offsetof(telemetry::control_block, generation)),
         1, __ATOMIC_RELEASE);
     if (new_generation) *new_generation = g;
+    if (cut()) {  // the stores may have gone to a page of zeros of our own
+      detail::set(error, cut_error());
+      return false;
+    }
     return true;
   }
   detail::set(error, "unknown option '" + name + "'; the options are: " + known);

@@ -1580,6 +1580,13 @@ int main(int argc, char** argv) {
   // 32 MiB free.
   mallopt(M_MMAP_THRESHOLD, 8 << 20);
   mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  // /dev/shm is world-writable: a user who truncates its own segment while root's `list`,
+  // `snapshot --all` or `serve --all` reads it must not kill them by SIGBUS. With the handler
+  // the read sees zeros and that segment is reported unreadable (livealloc_reader.h).
+  // memlive::start() does not install it: a program reads its own segment, and may have its own
+  // SIGBUS handler.
+  std::string guard_error;
+  if (!rd::survive_truncation(&guard_error)) return fail(static_cast<error_kind>(1), guard_error);
   if (argc < 2) return usage_error("no verb given", kUsage);
   const std::string verb = argv[1];
   struct verb_info {
