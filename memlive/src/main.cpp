@@ -194,7 +194,8 @@ constexpr const char* kRecordHelp =
     "options:\n"
     "  --pid N        the process (required)\n"
     "  --interval MS  milliseconds between samples, 10 to 86400000 (required)\n"
-    "  --out FILE     the file to write, '-' for stdout (required; replaced if it exists)\n"
+    "  --out FILE     the file to write, '-' for stdout (required; replaced if it exists;\n"
+    "                 a telemetry segment is refused, exit 2)\n"
     "  --count N      stop after N samples\n"
     "  --duration S   stop after S seconds (not with --count)\n"
     "  --budget B     check each sample against B, as `memlive check` does (METRIC<=VALUE,\n"
@@ -875,9 +876,11 @@ bool write_all(const record_output& o, const std::string& s, std::size_t* done) 
 // FIFO or terminal through a description of our own made non-blocking (stdout's is shared with
 // the shell and the processes beside us, which O_NONBLOCK on it would surprise), reopened
 // through /proc/self/fd for --out -; a socket with send(MSG_DONTWAIT).
+// A file is opened without O_TRUNC: record truncates it only once it knows it is no segment
+// (segment_file_of).
 bool open_output(const std::string& path, record_output* o, std::string* error) {
   if (path != "-") {
-    o->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    o->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (o->fd < 0) {
       *error = path + ": " + strerror(errno);
       return false;
@@ -902,6 +905,29 @@ bool open_output(const std::string& path, record_output* o, std::string* error) 
     }
   }
   return true;
+}
+
+// The telemetry segment that the regular file open as `fd` is: `seg`'s own, or any file named
+// livealloc.* in `dir` (another process's segment), whatever name `fd` was opened by (a hard or
+// symbolic link, /proc/PID/fd). "" when it is none. Writing one would truncate it under its
+// process's mapping, which kills that process by SIGBUS at its next counter update.
+std::string segment_file_of(int fd, const rd::segment& seg, const std::string& dir) {
+  struct stat out, st;
+  if (fstat(fd, &out) != 0 || !S_ISREG(out.st_mode)) return "";
+  auto same = [&](const std::string& path) {
+    return stat(path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino;
+  };
+  if (same(seg.path())) return seg.path();
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, "livealloc.", 10) == 0 && same(dir + "/" + e->d_name)) {
+        found = dir + "/" + e->d_name;
+        break;
+      }
+    closedir(d);
+  }
+  return found;
 }
 
 int cmd_record(const args& a) {
@@ -929,6 +955,21 @@ int cmd_record(const args& a) {
   record_output o;
   std::string open_error;
   if (!open_output(a.out, &o, &open_error)) return fail(static_cast<error_kind>(1), open_error);
+  const std::string segment_file = segment_file_of(o.fd, *seg, a.dir);
+  struct stat out_st {};
+  if (segment_file.empty() && o.close_it && !o.send && fstat(o.fd, &out_st) == 0 &&
+      S_ISREG(out_st.st_mode) && ftruncate(o.fd, 0) != 0) {  // "replaced if it exists"
+    open_error = a.out + ": " + strerror(errno);
+    ::close(o.fd);
+    return fail(static_cast<error_kind>(1), open_error);
+  }
+  if (!segment_file.empty()) {
+    if (o.close_it) ::close(o.fd);
+    return fail(error_kind::usage, (to_stdout ? std::string("stdout") : "--out " + a.out) +
+                                       " is the telemetry segment " + segment_file +
+                                       ": writing it would truncate it under its process "
+                                       "(killed by SIGBUS); choose another file");
+  }
   const int out = o.fd;
 
   // SIGINT and SIGTERM only inside ppoll (see record_output).

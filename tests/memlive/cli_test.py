@@ -391,6 +391,14 @@ def check_record(ml, pid, tmp):
               "record: every line a snapshot of the pid, in time order")
     except ValueError as e:
         check(False, "record: lines are JSON (%s)" % e)
+    check_record_into_segment(ml, pid, tmp)
+    # An existing file is replaced (truncated once it is known to be no segment).
+    with open(out, "w") as f:
+        f.write("x" * 100000 + "\n")
+    r = run([ml, "record", "--pid", str(pid), "--interval", "20", "--out", out, "--count", "1"])
+    lines = open(out).read().splitlines()
+    check(r.returncode == 0 and len(lines) == 1 and json.loads(lines[0])["pid"] == pid,
+          "record replaces an existing --out file (%d, %d lines)" % (r.returncode, len(lines)))
 
     # --duration: it stops by itself, and not before: the last sample is taken within one
     # interval of the end (a lower bound only; a loaded host spaces samples further apart).
@@ -468,6 +476,43 @@ def check_record(ml, pid, tmp):
           "record past a file size limit: exit 1, says why, the file ends on a whole line "
           "(%d, %d lines of %d bytes: %s)" % (r.returncode, data.count(b"\n"), len(data),
                                               r.stderr.strip()))
+
+
+def check_record_into_segment(ml, pid, tmp):
+    """record --out naming a segment (the process's own, by its name or a link, another
+    livealloc.* of the directory, or stdout open on one) is refused with exit 2, and the file
+    is left whole: opened with O_TRUNC, it was cut to 0 bytes under the process's mapping, and
+    the process died by SIGBUS. On a copy of the segment (--dir), the lock held as the allocator
+    holds it, so that the copy reads as the running process's."""
+    d, path = fake_segment(pid, tmp, "record-into")
+    other = os.path.join(d, "livealloc.1")
+    shutil.copyfile(path, other)
+    link = os.path.join(tmp, "record-into-link.jsonl")
+    os.link(path, link)
+    size = os.path.getsize(path)
+    fake = FakeValidator(path)
+    try:
+        for out, says in ((path, path), (link, path), (other, other)):
+            r = run([ml, "record", "--pid", str(pid), "--dir", d, "--interval", "10",
+                     "--count", "1", "--out", out])
+            lines = r.stderr.splitlines()
+            check(r.returncode == 2 and len(lines) == 1 and
+                  lines[0].startswith("memlive: record: --out %s is the telemetry segment %s: "
+                                      % (out, says)) and
+                  os.path.getsize(path) == size and os.path.getsize(other) == size,
+                  "record --out %s: refused, exit 2, the segment left whole (got %d, %d bytes: "
+                  "%s)" % (out, r.returncode, os.path.getsize(path), r.stderr.strip()))
+        with open(path, "ab") as f:
+            r = subprocess.run([ml, "record", "--pid", str(pid), "--dir", d, "--interval",
+                                "10", "--count", "1", "--out", "-"], stdout=f,
+                               stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+        check(r.returncode == 2 and r.stderr.startswith(
+                  "memlive: record: stdout is the telemetry segment %s: " % path) and
+              os.path.getsize(path) == size,
+              "record --out - with stdout on the segment: refused, exit 2 (got %d: %s)"
+              % (r.returncode, r.stderr.strip()))
+    finally:
+        fake.close()
 
 
 # ---- tune: concurrent writers, name=default, out-of-range values, the options in --help ----
