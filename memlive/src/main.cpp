@@ -601,9 +601,14 @@ void overflow_note(const rd::snapshot& s, const std::string& who) {
                s.slot_count ? s.slot_count - 1 : 0, s.slot_count);
 }
 
+// Set once a failed write of stdout has been said (write_stdout): flushed() does not say it twice.
+bool g_stdout_error_said = false;
+
 int write_stdout(const std::string& out) {
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    g_stdout_error_said = true;
     return fail(static_cast<error_kind>(1), std::string("writing stdout: ") + strerror(errno));
+  }
   return 0;
 }
 
@@ -1598,10 +1603,11 @@ int cmd_run(const args& a) {
   return exit_code_of(ws);
 }
 
-// What was printed must have reached stdout (a full disk, /dev/full): else say so and exit 1. A
-// verb that failed has said why already (snapshot and record check their writes).
+// What was printed must have reached stdout (a full disk, /dev/full): else say so and exit 1,
+// whatever the verb's own exit code was (check's report with a budget exceeded, exit 9, lost
+// to /dev/full exited 9 in silence). A write error write_stdout has said already is not said again.
 int flushed(int code) {
-  if (code == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+  if (!g_stdout_error_said && (std::fflush(stdout) != 0 || std::ferror(stdout)))
     return fail(static_cast<error_kind>(1),
                 std::string("writing stdout: ") + (errno ? strerror(errno) : "error"));
   return code;

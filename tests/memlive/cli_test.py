@@ -1164,6 +1164,16 @@ def check_check(ml, pid, tmp):
           "over %d.%03d s" % (pid, span // 1000, span % 1000) and not r.stderr,
           "check: every budget holds: exit 0, a PASS line each and the summary (%d: %s%s)" %
           (r.returncode, r.stdout, r.stderr.strip()))
+    # The report lost to a full disk is an error (exit 1, said once) whatever the verdict: with
+    # a budget exceeded it exited 9 without a word.
+    for verdict, budget in (("pass", "live_bytes<=%d" % live), ("fail", "live_bytes<=1")):
+        with open("/dev/full", "w") as full:
+            f = subprocess.run([ml, "check", rec, budget], stdout=full, stderr=subprocess.PIPE,
+                               text=True, timeout=TIMEOUT)
+        check(f.returncode == 1 and
+              f.stderr == "memlive: check: writing stdout: No space left on device\n",
+              "check %s > /dev/full (%s): exit 1, says why (got %d: %s)" %
+              (budget, verdict, f.returncode, f.stderr.strip()))
     line = budget_line(r.stdout, "live_bytes<=%d" % live) or ""
     check(line.startswith("PASS live_bytes<=%d: worst %d (" % (live, live)) and
           " at sample %d of 5 (+" % live_at in line,
