@@ -1471,7 +1471,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        (HOST:PORT checked as Host is, the Host header ignored); the asterisk-form
 //                        `*` and another scheme 400.
 // Security: listens on 127.0.0.1 unless told otherwise; a Host header that is not
-// 127.0.0.1:PORT, localhost:PORT or HOST:PORT -> 403 (DNS rebinding), two Host headers -> 400;
+// 127.0.0.1:PORT, localhost:PORT or HOST:PORT -> 403 (DNS rebinding); two Host, Content-Length,
+// Origin or Content-Type headers -> 400 {"error":"more than one NAME header"};
 // a POST whose Origin is present and not http://<one of those> -> 403, whose Content-Type is not
 // JSON -> 415, whose body is larger than kMaxBody -> 413, without a length -> 411. HEAD is
 // answered like GET, no body.
@@ -2189,13 +2190,18 @@ inline int server::handle(mg_connection* conn) {
   // An absolute-form target (RFC 9112 3.2.2, "http://127.0.0.1:PORT/path") names the server
   // itself: its authority is checked as a Host header would be, and the Host header is ignored.
   // civetweb passes it here only when its port is ours (see unmapped() for the rest).
-  int hosts = 0;  // RFC 9112 3.2: more than one Host header is a 400 (mg_get_header: the first)
-  for (int i = 0; i < ri->num_headers; ++i) hosts += iequals(ri->http_headers[i].name, "Host");
-  if (hosts > 1) {
-    r.code = 400;
-    r.body = json_error("more than one Host header", nullptr);
-    send(conn, r, head);
-    return r.code;
+  // Headers checked by their first copy alone (mg_get_header) must come once: two Hosts are a
+  // 400 (RFC 9112 3.2), two differing Content-Lengths too (6.3: the first read the body short),
+  // and a second Origin or Content-Type after an allowed first slipped past the POST checks.
+  for (const char* once : {"Host", "Content-Length", "Origin", "Content-Type"}) {
+    int seen = 0;
+    for (int i = 0; i < ri->num_headers; ++i) seen += iequals(ri->http_headers[i].name, once);
+    if (seen > 1) {
+      r.code = 400;
+      r.body = json_error("more than one " + std::string(once) + " header", nullptr);
+      send(conn, r, head);
+      return r.code;
+    }
   }
   const char* target = ri->request_uri ? ri->request_uri : "";
   const char* host = mg_get_header(conn, "Host");

@@ -233,6 +233,25 @@ def check_options(port, slow_path_hint):
               [(o["name"], o["requested"]) for o in before["options"]],
               "POST %s: nothing changed (generation %d)" % (what, after["generation"]))
 
+    # A header the checks read by its first copy, sent twice: 400 naming it, nothing changed (the
+    # first Content-Length, Origin or Content-Type was taken, and the POST applied).
+    body = b'{"page_recycle": %d}' % new
+    ours = b"Origin: http://127.0.0.1:%d\r\n" % port
+    json_type = b"Content-Type: application/json\r\n"
+    length = b"Content-Length: %d\r\n" % len(body)
+    for name, headers in (
+            ("Content-Length", json_type + length + b"Content-Length: %d\r\n" % (len(body) + 5)),
+            ("Origin", json_type + length + ours + b"Origin: http://evil.example\r\n"),
+            ("Content-Type", json_type + length + b"Content-Type: text/plain\r\n")):
+        gen = options_of(port)["generation"]
+        st, j = raw_answer(port, b"POST /api/options HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n%s"
+                           % (port, headers, body))
+        after = options_of(port)
+        check(st == 400 and j and j.get("error") == "more than one %s header" % name and
+              after["generation"] == gen and
+              option(after, "page_recycle")["requested"] == pr["requested"],
+              "POST with two %s headers: 400 naming it, nothing changed (got %s %s)" %
+              (name, st, j))
     # The Origin of the page itself is allowed.
     st, _, j = post(port, '{"page_recycle": %d}' % new,
                     {"Origin": "http://127.0.0.1:%d" % port,
