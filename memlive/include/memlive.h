@@ -1464,6 +1464,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 //                        "baseline_taken_ns"; 409 when no baseline is set, 400 for another value.
 //                        &if_none=plain: no baseline (none set, or one of the image before an
 //                        exec) gives the plain snapshot with "baseline_taken_ns":0, not a 409.
+//                        Another if_none value is a 400, with or without since.
 //   GET  /               the live page (web/src, embedded at build time) and its files:
 //                        /index.html /app.js /style.css /chart.umd.js ...; GET /favicon.ico 204
 //   anything else        404 {"error","field":null}; a known path with another method 405.
@@ -2717,18 +2718,11 @@ inline server::response server::metrics_response(const char* query) {
 
 inline server::response server::since_response(const char* query) {
   char value[32];
-  const int n = query_var(query, "since", value, sizeof value);
-  if (n == -1) return snapshot_response();
   response r;
-  const std::string field = "since";
-  if (n < 0 || std::strcmp(value, "baseline") != 0) {
-    r.code = 400;
-    r.body = json_error(query_problem(field, n) + "'baseline'", &field);
-    return r;
-  }
   // &if_none=plain: no baseline is not an error but the plain snapshot, marked by a
   // baseline_taken_ns of 0. A client cannot avoid the 409 by asking GET /api/baseline first:
-  // another client may clear it between the two requests.
+  // another client may clear it between the two requests. Checked with or without `since`
+  // (without, `plain` changes nothing): any other value is a 400 either way.
   const int m = query_var(query, "if_none", value, sizeof value);
   if (m != -1 && (m < 0 || std::strcmp(value, "plain") != 0)) {
     const std::string if_none = "if_none";
@@ -2737,6 +2731,14 @@ inline server::response server::since_response(const char* query) {
     return r;
   }
   const bool plain_if_none = m != -1;
+  const int n = query_var(query, "since", value, sizeof value);
+  if (n == -1) return snapshot_response();
+  const std::string field = "since";
+  if (n < 0 || std::strcmp(value, "baseline") != 0) {
+    r.code = 400;
+    r.body = json_error(query_problem(field, n) + "'baseline'", &field);
+    return r;
+  }
   auto marked = [](response& a, std::uint64_t taken_ns) {
     if (a.code != 200) return;
     a.body.pop_back();  // the closing brace

@@ -742,9 +742,14 @@ def check_baseline(port, p):
     # another client cleared it between the two: &if_none=plain (opt-in) answers it instead.
     check_plain_if_none(port, "without a baseline")
     for bad in ("=full", "=", "=plain%00x", ""):
-        st, _, j = get_json(port, "/api/snapshot?since=baseline&if_none" + bad)
-        check(st == 400 and j and j.get("field") == "if_none",
-              "snapshot?since=baseline&if_none%s: 400, field if_none (got %d %s)" % (bad, st, j))
+        for since in ("since=baseline&", ""):  # without since it was not looked at: 200
+            st, _, j = get_json(port, "/api/snapshot?%sif_none%s" % (since, bad))
+            check(st == 400 and j and j.get("field") == "if_none",
+                  "snapshot?%sif_none%s: 400, field if_none (got %d %s)" %
+                  (since, bad, st, j and j.get("error", "no error")))
+    st, _, j = get_json(port, "/api/snapshot?if_none=plain")
+    check(st == 200 and j and "baseline_taken_ns" not in j,
+          "snapshot?if_none=plain (no since): 200, the plain snapshot (got %d)" % st)
     st, _, j = get_json(port, "/api/snapshot?since=yesterday")
     check(st == 400 and j and j.get("field") == "since", "snapshot?since=yesterday: 400")
     check_bad_baselines(port, {"baseline": False, "taken_ns": 0})
