@@ -78,7 +78,8 @@ constexpr const char* kUsage =
     "exit codes:\n"
     "  0  success\n"
     "  1  an I/O error (writing the output file; check: reading FILE)\n"
-    "  2  usage error (unknown verb or option, bad value, tuning syntax such as name without =)\n"
+    "  2  usage error (unknown verb or option, bad value, tuning syntax such as name without =,\n"
+    "     an option given twice)\n"
     "  3  no such process\n"
     "  4  the process publishes no segment (run it with LIVEALLOC_PROFILE=1)\n"
     "  5  permission denied (the segment belongs to another user; serve, run: a port below\n"
@@ -327,9 +328,12 @@ int fail(error_kind kind, const std::string& msg) {
   return static_cast<int>(kind);
 }
 
+// Digits alone: a sign ("+5", "-0") is no process id, port or count on a command line.
 bool parse_number(const std::string& text, long long lo, long long hi, long long* out) {
   std::int64_t v = 0;
-  if (!memlive::detail::parse_int(text, &v) || v < lo || v > hi) return false;
+  if (text.empty() || text[0] < '0' || text[0] > '9' || !memlive::detail::parse_int(text, &v) ||
+      v < lo || v > hi)
+    return false;
   *out = v;
   return true;
 }
@@ -360,6 +364,10 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
   auto allows = [&](const std::string& opt) {
     return (" " + allowed + " ").find(" " + opt + " ") != std::string::npos || opt == "--dir";
   };
+  // An option given twice kept the last silently (`--pid 1 --pid 2` read pid 2), where tune,
+  // the query strings and the POST bodies refuse a repeat: refused here too, but --budget,
+  // which is made to be repeated.
+  std::vector<std::string> seen;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {  // the end of the options (run takes its program's arguments before this)
@@ -385,6 +393,11 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       *error = "unknown option '" + arg + "'";
       return false;
     }
+    if (arg != "--budget" && std::find(seen.begin(), seen.end(), arg) != seen.end()) {
+      *error = arg + " is given more than once";
+      return false;
+    }
+    seen.push_back(arg);
     if (arg == "--clean" || arg == "--exit-when-done" || arg == "--all") {
       if (inline_value) {  // --clean=false must not clean
         *error = "option " + arg + " takes no value";
@@ -407,7 +420,7 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
                         bool saturate = false) {
       if (parse_number(value, 1, hi, out)) return true;
       std::int64_t v = 0;
-      const bool big = memlive::detail::is_whole_number(value) && value[0] != '-' &&
+      const bool big = memlive::detail::is_whole_number(value) && value[0] >= '0' &&
                        (!memlive::detail::parse_int(value, &v) || v > hi);
       if (big && saturate) {
         *out = hi;
@@ -445,6 +458,10 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         return false;
       }
     } else if (arg == "--lib") {
+      if (value.empty()) {  // was taken as no --lib: the library beside memlive, silently
+        *error = "--lib: the path is empty";
+        return false;
+      }
       a->lib = value;
     } else if (arg == "--dir") {
       a->dir = value;

@@ -747,6 +747,20 @@ def check_errors(ml, workload_pid, tmp):
          "not thread or class"),
         (["snapshot", "--pid", "1", "--by", "class"], "--by goes with --format prometheus"),
         (["snapshot", "--pid", "abc"], "not a process id"),
+        # A repeated option kept the last; a sign passed as part of the number.
+        (["snapshot", "--pid", "1", "--pid", "2"], "--pid is given more than once"),
+        (["snapshot", "--pid", "1", "--format", "json", "--format=csv"],
+         "--format is given more than once"),
+        (["list", "--clean", "--clean"], "--clean is given more than once"),
+        # (--interval: without the fix these end in another usage error, not in serving.)
+        (["serve", "--all", "--port", "0", "--port", "0", "--interval", "100"],
+         "--port is given more than once"),
+        (["snapshot", "--pid", "+%d" % workload_pid], "--pid: '+%d' is not a process id"
+         % workload_pid),
+        (["serve", "--pid", str(workload_pid), "--port", "+0", "--interval", "20"],
+         "--port: '+0' is not a port"),
+        (["run", "--port", "0", "--exit-when-done", "--lib", "", "--", "true"],
+         "--lib: the path is empty"),
         (["record", "--pid", str(workload_pid), "--interval", "5", "--out", "/dev/null"],
          "from 10"),
         (["record", "--pid", str(workload_pid), "--interval", "86400001", "--out", "/dev/null"],
