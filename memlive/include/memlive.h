@@ -1422,7 +1422,8 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
 // another process's (`memlive serve`). Endpoints (every response carries Connection: close and
 // Cache-Control: no-store; the four that read a query take only their fields, each once, else
 // 400 naming the field: query_fields_ok):
-//   GET  /healthz        {"ok":true,"pid":N,"alive":bool,"uptime_ms":N,"version":"0.1.0"}
+//   GET  /healthz        {"ok":true,"pid":N,"alive":bool,"uptime_ms":N,"version":"0.1.0"};
+//                        serve --all: {"ok":true,"all":true,"uptime_ms":N,"version":"0.1.0"}
 //   GET  /api/snapshot   one memlive.snapshot/1 object (application/json)
 //   GET  /metrics        Prometheus text 0.0.4 (kPrometheusContentType); ?by=class: one series
 //                        per class (to_prometheus_by_class, its floor kept per server), ?by=thread
@@ -1778,7 +1779,8 @@ class server {
   // Serves `seg` (owned). `label` names the source in messages ("this process", "process N").
   explicit server(std::unique_ptr<rd::segment> seg) : seg_(std::move(seg)), pid_(seg_->pid()) {}
   // Serves every running process that publishes a segment in `dir` (`memlive serve --all`):
-  // /metrics of all of them, read at each request, and /healthz; no page, no other endpoint.
+  // /metrics of all of them, read at each request, /healthz, and at / a small HTML index that
+  // links the two forms of /metrics; not the live page, no other endpoint.
   explicit server(std::string dir) : pid_(0), all_dir_(std::move(dir)) {}
   ~server() { stop(); }
   server(const server&) = delete;

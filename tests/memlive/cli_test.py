@@ -1921,8 +1921,11 @@ def check_serve_all(ml, w, w2, want, one_by_class, d):
               pick_planned(text, w.pid, want) == pick_planned(one_by_class, w.pid, want),
               "serve --all: /metrics?by=class has the process's classes as --pid --by class")
         st, body = get_text(port, "/healthz")
-        check(st == 200 and json.loads(body).get("all") is True, "serve --all: /healthz (%s)" %
-              body)
+        h = json.loads(body) if st == 200 else {}
+        check(sorted(h) == ["all", "ok", "uptime_ms", "version"] and h["all"] is True and
+              h["ok"] is True and isinstance(h["uptime_ms"], int) and
+              re.match(r"\d+\.\d+\.\d+$", h["version"]),
+              "serve --all: /healthz has the fields README names (%s)" % body)
         st, body = get_text(port, "/")
         check(st == 200 and 'href="/metrics"' in body and 'href="/metrics?by=class"' in body,
               "serve --all: / links the two forms of /metrics")
