@@ -111,6 +111,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1360,6 +1361,22 @@ inline all_snapshots take_all(const std::string& dir) {
   return all;
 }
 
+namespace detail {
+// Milliseconds since process `pid` started (its start in /proc against CLOCK_BOOTTIME), or -1
+// when unknown.
+inline long long process_age_ms(int pid) {
+  rd::detail::proc_info i;
+  const long hz = sysconf(_SC_CLK_TCK);
+  timespec now;
+  if (hz <= 0 || !rd::detail::proc_stat(pid, &i) || clock_gettime(CLOCK_BOOTTIME, &now) != 0)
+    return -1;
+  return static_cast<long long>(now.tv_sec) * 1000 + now.tv_nsec / 1000000 -
+         static_cast<long long>(i.start_ticks * 1000 / static_cast<std::uint64_t>(hz));
+}
+// A process this young may not have published its segment yet: open_segment waits for it.
+constexpr long long kPublishWaitMs = 2000;
+}  // namespace detail
+
 inline open_result open_segment(int pid, bool for_tuning, const std::string& dir) {
   open_result r;
   if (pid <= 0) {
@@ -1370,8 +1387,18 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
   const std::string path = dir + "/livealloc." + std::to_string(pid);
   const bool alive = rd::pid_alive(pid);
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    const int e = errno;
+  int e = lstat(path.c_str(), &st) == 0 ? 0 : errno;
+  // `LD_PRELOAD=... LIVEALLOC_PROFILE=1 prog & memlive serve --pid $!`: the shell's child may
+  // not have exec'd the program yet, nor the library published its segment. A process started
+  // less than kPublishWaitMs ago gets until then (it failed about half the time on a busy host).
+  for (long long age = alive && e == ENOENT ? detail::process_age_ms(pid) : -1;
+       age >= 0 && age < detail::kPublishWaitMs && e == ENOENT;
+       age = detail::process_age_ms(pid)) {
+    const timespec step{0, 20 * 1000000};
+    nanosleep(&step, nullptr);
+    e = lstat(path.c_str(), &st) == 0 ? 0 : errno;
+  }
+  if (e != 0) {
     if (e == ENOENT && !alive) {
       r.kind = error_kind::no_process;
       r.error = "no process with pid " + std::to_string(pid) + " (and no segment " + path + ")";
@@ -1403,7 +1430,7 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
   }
   // Why did the reader refuse it? Permission, or the content.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  const int e = errno;
+  e = errno;
   if (fd >= 0) ::close(fd);
   if (fd < 0 && (e == EACCES || e == EPERM))
     r.kind = error_kind::permission;

@@ -1307,7 +1307,10 @@ int cmd_serve(const args& a) {
     read_only = true;
   }
   if (!r.segment) return fail(r.kind, r.error);
-  if (!r.segment->process_alive()) return fail_not_alive(*r.segment, a.pid, "serve");
+  // A process that is gone (crashed, killed) left its last state: served, marked gone, as
+  // snapshot prints it. One whose pid lives on in a program without livealloc (exec) is refused.
+  const bool gone = !r.segment->process_alive();
+  if (gone && exec_d_away(r.segment->take())) return fail_not_alive(*r.segment, a.pid, "serve");
   // The process's start, as its segment says: the note below is for the process's end, whose pid
   // may be reused.
   const std::uint64_t owner_start_ns = r.segment->take().start_ns;  // 0, unreadable: the pid
@@ -1321,7 +1324,11 @@ int cmd_serve(const args& a) {
               opts.host.c_str(), port, read_only ? "; read-only segment: tuning disabled" : "");
   std::fflush(stdout);
   std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
-  bool gone_noted = false;
+  bool gone_noted = gone;
+  if (gone) {
+    std::printf("memlive: process %d is gone (stale segment): serving its last state\n", a.pid);
+    std::fflush(stdout);
+  }
   while (!g_stop) {
     sleep_until(monotonic_ms() + 100);
     if (!gone_noted && !rd::segment_owner_alive(a.pid, owner_start_ns)) {

@@ -313,6 +313,49 @@ def option(snap, name):
     return next(o for o in snap["options"] if o["name"] == name)
 
 
+def check_young_process(ml, wl):
+    # `LD_PRELOAD=... LIVEALLOC_PROFILE=1 prog & memlive snapshot --pid $!`: memlive asked before
+    # the shell's child had exec'd the program and said it publishes no segment (half the time).
+    # A process started a moment ago gets until 2 s after its start to publish.
+    plan = ["%s:%d:%d:%d" % p for p in PLAN]
+    p = subprocess.Popen(["sh", "-c", 'sleep 0.3; exec "$0" "$@"', wl] + plan,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        r = run([ml, "snapshot", "--pid", str(p.pid)])
+        pid = json.loads(r.stdout).get("pid") if r.returncode == 0 else None
+        check(pid == p.pid, "snapshot --pid of a process started a moment ago, before it "
+              "published its segment, waits for it (exit %d: %s)" % (r.returncode,
+                                                                     r.stderr.strip()))
+    finally:
+        p.kill()
+        p.wait()
+        forget_segment(p.pid)
+
+
+def check_serve_gone(ml, wl):
+    # A process killed with its segment left behind: serve shows its last state, marked gone.
+    w = Workload(wl)
+    pid = w.pid
+    try:
+        os.kill(pid, signal.SIGKILL)
+        w.proc.wait()
+        p = subprocess.Popen([ml, "serve", "--pid", str(pid), "--port", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stdout.readline() + p.stdout.readline()
+            m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
+            status, _, body = request(int(m.group(1)), "GET", "/api/snapshot") if m else (0, 0, b"")
+            snap = json.loads(body) if status == 200 else {}
+            check("is gone (stale segment): serving its last state" in line and
+                  snap.get("pid") == pid and snap.get("alive") is False,
+                  "serve --pid of a killed process serves its last state, marked gone (%s)" %
+                  line.strip())
+        finally:
+            terminate(p)
+    finally:
+        forget_segment(pid)
+
+
 def check_tune_gone(ml, wl):
     # A process that dies while tune waits for the allocator to validate: exit 3, not "pending".
     w = Workload(wl)
@@ -2054,6 +2097,8 @@ def cmd_cli(ml, wl):
         check_tune(ml, w.pid)
         check_tune_writers_defaults_ranges(ml, w.pid, tmp)
         check_tune_gone(ml, wl)
+        check_young_process(ml, wl)
+        check_serve_gone(ml, wl)
         check_exec_without_livealloc(ml, wl)
         check_record(ml, w.pid, tmp)
         check_record_signal_window(ml, w.pid, tmp)
