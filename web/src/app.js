@@ -1442,11 +1442,10 @@
   const plural = (n, word) =>
     fmtInt(n) + " " + word + (n === 1 ? "" : word.endsWith("s") ? "es" : "s");
   const classText = (k) => k.cls + " (" + fmtBytes(k.size) + ")";
-  // The classes a suggestion comes from: the first five, then how many more.
-  const someClasses = (items) => items.slice(0, 5).map((r) => classText(r.k)).join(", ") +
-    (items.length > 5 ? " and " + (items.length - 5) + " more" : "");
-  const andMore = (items) =>
-    classText(items[0].k) + (items.length > 1 ? " and " + (items.length - 1) + " more" : "");
+  // The classes a suggestion comes from: the first `shown`, then how many more.
+  const someClasses = (items, shown) =>
+    items.slice(0, shown).map((r) => classText(r.k)).join(", ") +
+    (items.length > shown ? " and " + (items.length - shown) + " more" : "");
   // Empty spans a thread keeps of a class of `units` under page_recycle `v`: at least one if v > 0.
   const keptSpans = (v, units) => (v <= 0 ? 0 : Math.max(1, Math.floor(v / units)));
   function raiseRecycle(d, pr, raise, seconds) {
@@ -1469,9 +1468,10 @@
       }
     }
     const keeps = keptSpans(want, k.units);
-    return { cls: k.cls, label: andMore(raise), option: "page_recycle", now: pr.effective, want,
+    return { cls: k.cls, label: someClasses(raise, 1), option: "page_recycle", now: pr.effective,
+      want,
       why: plural(back, "span") + " of " + (raise.length > 1 ? plural(raise.length, "class") +
-        " (" + someClasses(raise) + ")" : fmtBytes(k.size) + " blocks") +
+        " (" + someClasses(raise, 5) + ")" : fmtBytes(k.size) + " blocks") +
         " were released and taken again in " + fmtDuration(seconds * 1000) + " by " +
         plural(Math.max(1, top.threads), "thread") + "; the busiest peaks at " + fmtInt(k.maxPeak) +
         " blocks of " + fmtBytes(k.size) + " (" + plural(top.spans, "span") + "): " + want +
@@ -1482,10 +1482,11 @@
   function lowerRecycle(pr, lower, seconds) {
     lower.sort((a, b) => b.want - a.want); // the mildest: it still lowers the others' share
     const kept = lower.reduce((n, r) => n + r.kept, 0);
-    return { cls: lower[0].k.cls, label: andMore(lower), option: "page_recycle", now: pr.effective,
+    return { cls: lower[0].k.cls, label: someClasses(lower, 1), option: "page_recycle",
+      now: pr.effective,
       want: lower[0].want,
       why: fmtBytes(kept) + " of empty " + (lower.length > 1 ? "spans of " +
-        plural(lower.length, "class") + " (" + someClasses(lower) + ")"
+        plural(lower.length, "class") + " (" + someClasses(lower, 5) + ")"
         : fmtBytes(lower[0].k.size) + " spans") + " are kept and none was taken in " +
         fmtDuration(seconds * 1000) + "; a lower threshold returns them" };
   }

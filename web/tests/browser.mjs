@@ -816,7 +816,8 @@ try {
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
   check(!(await page.isDisabled("#opt-page_recycle")) &&
-    !(await page.isVisible("#tuning-replay")) && !(await page.isDisabled("#interval")), "back to live, the tuning inputs are enabled again");
+    !(await page.isVisible("#tuning-replay")) && !(await page.isDisabled("#interval")),
+    "back to live, the tuning inputs are enabled again");
 
   // Themes, then the screenshot artefact.
   await page.click("#theme");
