@@ -593,8 +593,52 @@ inline int find_option(const char* name, std::size_t len) noexcept {
   return -1;
 }
 
-// Parses a decimal integer, or for bool options also true/false/yes/no/on/off. False on any
-// other text (including trailing garbage and overflow).
+// A whole number, as `memlive tune` and POST /api/options take it: an optional sign, then digits
+// ("8", "08", "+8", "-3"), optionally with a fraction and an exponent that leave it whole ("8.0",
+// "1e3", "2.5E2"), decided on the digits, never through a double. At most 32 characters.
+// 1: *out holds it; 0: not a number; -1: a whole number outside [-2^62, 2^62]; -2: not whole.
+inline int parse_number(const char* s, long long* out) noexcept {
+  if (strlen(s) > 32) return 0;
+  const bool neg = *s == '-';
+  if (*s == '-' || *s == '+') ++s;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!digit(*s)) return 0;
+  char d[32];  // the significant digits, no leading zeros: the value is d x 10^exp
+  int nd = 0;
+  long long exp = 0;
+  for (; digit(*s); ++s)
+    if (nd || *s != '0') d[nd++] = *s;
+  if (*s == '.') {
+    if (!digit(*++s)) return 0;  // "8." and "8.e3"
+    for (; digit(*s); ++s, --exp)
+      if (nd || *s != '0') d[nd++] = *s;
+  }
+  if (*s == 'e' || *s == 'E') {
+    const bool down = *++s == '-';
+    if (*s == '-' || *s == '+') ++s;
+    if (!digit(*s)) return 0;
+    long long e = 0;
+    for (; digit(*s); ++s)  // past 100000: beyond any number of digits 32 characters hold
+      if (e < 100000) e = e * 10 + (*s - '0');
+    exp += down ? -e : e;
+  }
+  if (*s) return 0;
+  for (; nd && d[nd - 1] == '0'; --nd) ++exp;  // "8.0" is 8, "80" is 8 x 10^1
+  if (nd == 0) return *out = 0, 1;
+  if (exp < 0) return -2;
+  if (nd + exp > 19) return -1;
+  unsigned long long v = 0;
+  for (long long i = 0; i < nd + exp; ++i) {
+    if (v > (1ull << 62) / 10) return -1;
+    v = v * 10 + static_cast<unsigned>(i < nd ? d[i] - '0' : 0);
+  }
+  if (v > (1ull << 62)) return -1;
+  *out = neg ? -static_cast<long long>(v) : static_cast<long long>(v);
+  return 1;
+}
+
+// A whole number as parse_number takes it, or for bool options also true/false/yes/no/on/off.
+// False on any other text.
 inline bool parse_value(const char* s, bool is_bool, long long* out) noexcept {
   if (is_bool) {
     const char* yes[] = {"true", "yes", "on"};
@@ -604,26 +648,37 @@ inline bool parse_value(const char* s, bool is_bool, long long* out) noexcept {
     for (const char* w : no)
       if (strcasecmp(s, w) == 0) return *out = 0, true;
   }
-  bool neg = *s == '-';
-  if (*s == '-' || *s == '+') ++s;
-  if (*s < '0' || *s > '9') return false;
-  unsigned long long v = 0;
-  for (; *s >= '0' && *s <= '9'; ++s) {
-    if (v > (1ull << 62) / 10) return false;
-    v = v * 10 + static_cast<unsigned>(*s - '0');
-  }
-  if (*s != 0) return false;
-  *out = neg ? -static_cast<long long>(v) : static_cast<long long>(v);
-  return true;
+  return parse_number(s, out) == 1;
 }
 
-// An optional sign, then decimal digits and nothing else.
-inline bool digits_only(const char* s) noexcept {
-  if (*s == '-' || *s == '+') ++s;
-  if (!*s) return false;
-  for (; *s; ++s)
-    if (*s < '0' || *s > '9') return false;
-  return true;
+// The option whose name is within two edits of `name` (a letter added, dropped, changed, or two
+// swapped; any case), the closest; -1 when none is.
+inline int near_option(const char* name, std::size_t len) noexcept {
+  if (len > 40) return -1;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  int best = -1, best_d = 3;
+  for (int k = 0; k < kOptionCount; ++k) {
+    const char* o = kOptionTable[k].name;
+    const std::size_t m = strlen(o);
+    if (m > 40) continue;
+    int row[3][41];  // rows i-2, i-1 and i of the distance table, by i % 3
+    for (std::size_t j = 0; j <= m; ++j) row[0][j] = static_cast<int>(j);
+    for (std::size_t i = 1; i <= len; ++i) {
+      int* cur = row[i % 3];
+      const int* up = row[(i - 1) % 3];
+      const int* up2 = row[(i + 1) % 3];
+      cur[0] = static_cast<int>(i);
+      for (std::size_t j = 1; j <= m; ++j) {
+        const bool same = lower(name[i - 1]) == o[j - 1];
+        int d = std::min(std::min(up[j], cur[j - 1]) + 1, up[j - 1] + (same ? 0 : 1));
+        if (i > 1 && j > 1 && lower(name[i - 1]) == o[j - 2] && lower(name[i - 2]) == o[j - 1])
+          d = std::min(d, up2[j - 2] + 1);
+        cur[j] = d;
+      }
+    }
+    if (row[len % 3][m] < best_d) best_d = row[len % 3][m], best = k;
+  }
+  return best;
 }
 
 // Handles one "LIVEALLOC_NAME=value" entry of the environment.
@@ -638,6 +693,11 @@ inline void apply_env_entry(const char* entry) noexcept {
     m << "livealloc: unknown variable ";
     for (std::size_t i = 0; i < n && i < 64; ++i) m.put(entry[i]);
     m << " ignored";
+    const int near = near_option(name, static_cast<std::size_t>(eq - name));
+    if (near >= 0) {
+      m << "; did you mean ";
+      m.env_name(kOptionTable[near].name) << "?";
+    }
     m.print();
     return;
   }
@@ -647,11 +707,13 @@ inline void apply_env_entry(const char* entry) noexcept {
   const char* problem = nullptr;
   if (strlen(value) > 32)
     problem = "is too long";
-  else if (!parse_value(value, o.type[0] == 'b', &v))
-    problem = digits_only(value)      ? "is out of range"  // a number too long for 64 bits
+  else if (!parse_value(value, o.type[0] == 'b', &v)) {
+    const int n = parse_number(value, &v);
+    problem = n == -1                ? "is out of range"  // a number too long for 64 bits
+              : n == -2              ? "is not a whole number"
               : o.type[0] == 'b' ? "is not 0/1, true/false, yes/no or on/off"
                                  : "is not a number";
-  else if (v < o.lo || v > o.hi)
+  } else if (v < o.lo || v > o.hi)
     problem = "is out of range";
   message m;
   if (problem) {
@@ -4629,17 +4691,20 @@ LIVEALLOC_EXPORT int malloc_info(int options, FILE* fp) noexcept {
 // a fork child that ends with them would leave a stale /dev/shm/livealloc.<pid> behind. Ours remove
 // the name first (only the process that made it: a vfork child has another pid) and then end the
 // process as glibc's do. Both are async-signal-safe, as they must be.
-LIVEALLOC_EXPORT void _exit(int status) {
+// They are weak, and so is daemon: a program that defines its own (portability code often has a
+// daemon()) keeps it, where a second definition would not link.
+#define LIVEALLOC_EXPORT_WEAK extern "C" __attribute__((visibility("default"), weak))
+LIVEALLOC_EXPORT_WEAK void _exit(int status) {
   livealloc_abi::table_unlink_at_exit();
   for (;;) syscall(SYS_exit_group, status);
 }
-LIVEALLOC_EXPORT void _Exit(int status) noexcept { _exit(status); }
+LIVEALLOC_EXPORT_WEAK void _Exit(int status) noexcept { _exit(status); }
 
 // glibc's daemon() ends the parent with glibc's internal _exit, which ours cannot replace, so the
 // parent's segment would stay behind at every start of a daemon. The same steps as glibc's, with
 // our _exit: fork, the parent ends, the child leads a new session in "/" with its standard streams
 // on /dev/null (which must be the real one: ENODEV otherwise, as in glibc).
-LIVEALLOC_EXPORT int daemon(int nochdir, int noclose) noexcept {
+LIVEALLOC_EXPORT_WEAK int daemon(int nochdir, int noclose) noexcept {
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid > 0) _exit(0);
@@ -4769,6 +4834,7 @@ LIVEALLOC_CXX_EXPORT void operator delete[](void* p, [[maybe_unused]] std::align
 }
 #undef LIVEALLOC_VIA
 #undef LIVEALLOC_EXPORT
+#undef LIVEALLOC_EXPORT_WEAK
 #undef LIVEALLOC_CXX_EXPORT
 #endif  // LIVEALLOC_OVERRIDE
 

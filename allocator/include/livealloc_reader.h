@@ -172,9 +172,9 @@ bool pid_alive(int pid);
 // (mmap MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS), marks the segment and returns: the read sees
 // zeros, and every later take(), set_option() and wait on that segment fails with "truncated
 // while being read" (the mapping no longer shows the file: open it again). Any other SIGBUS
-// (another address, one sent with kill) restores SIG_DFL and is raised again: it kills as
-// before. For a program that maps no file of its own that may shrink (the memlive command): a
-// handler installed before is replaced. False, and *error, when sigaction fails.
+// (another address, one sent with kill) goes to the handler installed before, if any (called
+// directly: its sa_mask and flags are not applied), else kills as before. False, and *error,
+// when sigaction fails.
 bool survive_truncation(std::string* error = nullptr);
 
 namespace detail {
@@ -872,7 +872,10 @@ inline void unguard(guarded* g) {
   g->base.store(0, std::memory_order_release);
 }
 
-inline void on_sigbus(int sig, siginfo_t* info, void*) {
+// The SIGBUS action survive_truncation() replaced: a fault outside the segments goes to it.
+inline struct sigaction g_previous {};
+
+inline void on_sigbus(int sig, siginfo_t* info, void* context) {
   const int saved = errno;
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
   const std::uintptr_t page = g_page.load(std::memory_order_relaxed);
@@ -892,7 +895,18 @@ inline void on_sigbus(int sig, siginfo_t* info, void*) {
         errno = saved;
         return;
       }
-  // Not ours: die of it as without the handler (SIGBUS is blocked here, and pending on return).
+  // Not ours: the handler installed before ours takes it, called as the kernel would have (without
+  // its sa_mask and flags); SIG_IGN ignores one sent by kill. Otherwise die of it as without a
+  // handler (SIGBUS is blocked here, and pending on return).
+  const struct sigaction& prev = g_previous;
+  errno = saved;
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) return prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler == SIG_IGN) {
+    if (info->si_code <= 0) return;  // sent, not a fault: ignored as before
+  } else if (prev.sa_handler != SIG_DFL) {
+    return prev.sa_handler(sig);
+  }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -910,7 +924,12 @@ inline bool survive_truncation(std::string* error) {
   sa.sa_sigaction = detail::on_sigbus;
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGBUS, &sa, nullptr) != 0) {
+  struct sigaction before {};
+  bool ok = sigaction(SIGBUS, nullptr, &before) == 0;
+  // Called again: what was there before the first call stays the one chained to.
+  if (ok && !((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == detail::on_sigbus))
+    detail::g_previous = before;
+  if (!ok || sigaction(SIGBUS, &sa, nullptr) != 0) {
     detail::set(error, std::string("sigaction(SIGBUS): ") + strerror(errno));
     return false;
   }

@@ -92,6 +92,22 @@ for std in c++17 c++20; do
   done
 done
 
+# A program with its own daemon() and _Exit(): livealloc's are weak, the program's are used.
+if build "LIVEALLOC_OVERRIDE beside the program's own daemon and _Exit: the allocator's file" \
+  "$work/own_daemon_a.o" consumer_flags_own_daemon.cpp -c -std=c++17 -DLIVEALLOC_OVERRIDE \
+  "${strict[@]}" &&
+  build "LIVEALLOC_OVERRIDE beside the program's own daemon and _Exit: the program's file" \
+    "$work/own_daemon_b.o" consumer_flags_own_daemon.cpp -c -std=c++17 "${strict[@]}" &&
+  { log=$("$cxx" "$work/own_daemon_a.o" "$work/own_daemon_b.o" -pthread -o "$work/own_daemon" \
+    2>&1) || { fail "the program's own daemon and _Exit link beside livealloc's" "$log"; false; }; }
+then
+  log=$("$work/own_daemon" 2>&1)
+  rc=$?
+  if [ $rc -eq 3 ]; then pass "the program's own daemon and _Exit run"; else
+    fail "the program's own daemon and _Exit run (exit $rc, expected 3)" "$log"
+  fi
+fi
+
 late="LIVEALLOC_OVERRIDE was defined after livealloc.h was first included"
 refuse "late LIVEALLOC_OVERRIDE after livealloc_reader.h" "$late" consumer_flags_late.cpp -std=c++17
 if [ ${#memlive[@]} -gt 0 ]; then

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace livealloc::detail;
@@ -117,6 +118,39 @@ TEST_CASE("invalid values warn once, name the variable and the value used, and c
   }
 }
 
+TEST_CASE("a whole number may have a fraction or an exponent, as memlive tune takes it") {
+  const long long before = value_of("page_recycle");
+  const std::pair<const char*, long long> good[] = {
+      {"8.0", 8}, {"1e3", 1000}, {"2.5E2", 250}, {"+8", 8}, {"08", 8}, {"0.0", 0},
+      {"80e-1", 8}, {"1.000e+3", 1000}, {"0e999999999999", 0}, {"4096", 4096}};
+  for (const auto& g : good) {
+    const std::string entry = std::string("LIVEALLOC_PAGE_RECYCLE=") + g.first;
+    INFO(entry);
+    CHECK(capture_stderr([&] { apply_env_entry(entry.c_str()); }).empty());
+    CHECK(value_of("page_recycle") == g.second);
+  }
+  apply_env_entry(("LIVEALLOC_PAGE_RECYCLE=" + std::to_string(before)).c_str());
+  const std::pair<const char*, const char*> bad[] = {
+      {"8.5", "is not a whole number"},   {"1e-3", "is not a whole number"},
+      {"1e-99999999", "is not a whole number"}, {"8.", "is not a number"},
+      {".5", "is not a number"},          {"1e", "is not a number"},
+      {"1e+", "is not a number"},         {"e3", "is not a number"},
+      {"8.0.0", "is not a number"},       {"1e400", "is out of range"},
+      {"5e18", "is out of range"},        {"4.097e3", "is out of range"}};
+  for (const auto& b : bad) {
+    const std::string entry = std::string("LIVEALLOC_PAGE_RECYCLE=") + b.first;
+    INFO(entry);
+    const std::string err = capture_stderr([&] { apply_env_entry(entry.c_str()); });
+    CHECK(err.find(std::string("='") + b.first + "' " + b.second) != std::string::npos);
+    CHECK(value_of("page_recycle") == before);
+  }
+  long long v = 0;  // a bool option takes the same forms: 1.0 is true
+  CHECK(parse_value("1.0", true, &v));
+  CHECK(v == 1);
+  CHECK(parse_value("OFF", true, &v));
+  CHECK(v == 0);
+}
+
 TEST_CASE("every option: its min and max are taken, min-1 and max+1 refused (environment, set_option)") {
   for (const option_info& o : kOptionTable) {
     const std::string env = "LIVEALLOC_" + upper(o.name) + "=";
@@ -156,7 +190,20 @@ TEST_CASE("every option: its min and max are taken, min-1 and max+1 refused (env
 
 TEST_CASE("an unknown LIVEALLOC_ variable is reported, a known one of another part is not") {
   std::string err = capture_stderr([] { apply_env_entry("LIVEALLOC_PAGE_RECYCEL=3"); });
-  CHECK(err.find("unknown variable LIVEALLOC_PAGE_RECYCEL") != std::string::npos);
+  CHECK(err.find("unknown variable LIVEALLOC_PAGE_RECYCEL ignored; did you mean "
+                 "LIVEALLOC_PAGE_RECYCLE?") != std::string::npos);
+  const std::pair<const char*, const char*> near[] = {
+      {"LIVEALLOC_PROFLIE=1", "LIVEALLOC_PROFILE"},          // two letters swapped
+      {"LIVEALLOC_hugepage=1", "LIVEALLOC_HUGEPAGES"},       // one dropped, any case
+      {"LIVEALLOC_REMOTE_BATCHES=8", "LIVEALLOC_REMOTE_BATCH"},
+      {"LIVEALLOC_PURGEDELAY=8", "LIVEALLOC_PURGE_DELAY"}};
+  for (const auto& n : near) {
+    INFO(n.first);
+    err = capture_stderr([&] { apply_env_entry(n.first); });
+    CHECK(err.find(std::string("did you mean ") + n.second + "?") != std::string::npos);
+  }
+  err = capture_stderr([] { apply_env_entry("LIVEALLOC_RECYCLE=3"); });  // too far from any
+  CHECK(err.find("unknown variable LIVEALLOC_RECYCLE ignored\n") != std::string::npos);
   err = capture_stderr([] { apply_env_entry("LIVEALLOC_PROFILE=1"); });
   CHECK(err.empty());
 }

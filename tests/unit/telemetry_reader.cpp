@@ -18,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -1548,4 +1549,60 @@ TEST_CASE("written: only pages that hold data are loaded, at their exact bounds"
   data.each_cell(page + 16, 4, [&](std::uint64_t i) { cells.push_back(i); });
   CHECK(cells == std::vector<std::uint64_t>{0, 1, 2, 3});
   close(fd);
+}
+
+namespace {
+// A read past the end of a file mapping, outside every telemetry segment: a real SIGBUS.
+int fault_outside_segments() {
+  const int fd = static_cast<int>(syscall(SYS_memfd_create, "empty", 0));
+  if (fd < 0) return -1;
+  auto* p = static_cast<volatile char*>(mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0));
+  return p == MAP_FAILED ? -1 : p[0];
+}
+
+// In a child: installs `before` for SIGBUS, then survive_truncation() (`times` times), then runs
+// `act`. Returns the child's wait status.
+int sigbus_child(void (*before)(), int times, void (*act)()) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    before();
+    for (int i = 0; i < times; ++i)
+      if (!rd::survive_truncation()) _exit(90);
+    act();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+}  // namespace
+
+TEST_CASE("survive_truncation: a SIGBUS outside the segments goes to the handler before it") {
+  auto fault = [] { (void)fault_outside_segments(); };
+  auto sent = [] { raise(SIGBUS); };
+  auto with_info = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = [](int, siginfo_t* info, void*) {
+      _exit(info->si_code == BUS_ADRERR ? 7 : 6);
+    };
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, nullptr);
+  };
+  auto plain = [] { signal(SIGBUS, [](int) { _exit(8); }); };
+  auto dfl = [] { signal(SIGBUS, SIG_DFL); };
+  auto ign = [] { signal(SIGBUS, SIG_IGN); };
+  int st = sigbus_child(with_info, 1, fault);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 7));
+  st = sigbus_child(with_info, 2, fault);  // called twice: still the one from before
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 7));
+  st = sigbus_child(plain, 1, fault);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 8));
+  st = sigbus_child(plain, 1, sent);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 8));
+  st = sigbus_child(dfl, 1, fault);
+  CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS));
+  st = sigbus_child(ign, 1, sent);  // ignored before, ignored still
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  st = sigbus_child(ign, 1, fault);  // a fault cannot be ignored
+  CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS));
 }
