@@ -2899,22 +2899,28 @@ inline std::string exposure_warning(const std::string& host) {
          "the thresholds (there is no authentication)\n";
 }
 
-// This process's descriptors that listen on TCP `port` (civetweb keeps its sockets to itself).
-inline std::vector<int> listening_sockets(int port) {
+// This process's TCP descriptors whose local address is `host`:`port`: those that listen there
+// (civetweb keeps them to itself), or with `listening` false the connections accepted there.
+inline std::vector<int> listening_sockets(const std::string& host, int port,
+                                          bool listening = true) {
   std::vector<int> fds;
+  in_addr want{};
+  if (!parse_ipv4(host, &want)) return fds;
   DIR* d = opendir("/proc/self/fd");
   if (!d) return fds;
   while (const dirent* e = readdir(d)) {
     int fd = -1;
     const char* end = e->d_name + std::strlen(e->d_name);
     if (std::from_chars(e->d_name, end, fd).ptr != end || fd < 0 || fd == dirfd(d)) continue;
-    int listening = 0;
-    socklen_t n = sizeof listening;
+    int accepts = 0, type = 0;
+    socklen_t n = sizeof accepts, tn = sizeof type;
     sockaddr_in sa{};
     socklen_t len = sizeof sa;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) == 0 && listening &&
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepts, &n) == 0 &&
+        (accepts != 0) == listening && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tn) == 0 &&
+        type == SOCK_STREAM &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0 && sa.sin_family == AF_INET &&
-        ntohs(sa.sin_port) == port)
+        ntohs(sa.sin_port) == port && sa.sin_addr.s_addr == want.s_addr)
       fds.push_back(fd);
   }
   closedir(d);
@@ -3079,7 +3085,7 @@ inline status server::start(const options& o) {
     return fail(start_error::server, "the HTTP server reports no listening port");
   }
   port_ = sp[0].port;
-  listen_fds_ = listening_sockets(port_);
+  listen_fds_ = listening_sockets(bind_host_, port_);
   started_ms_ = steady_ms();
   mark_started();
   try {
@@ -3103,32 +3109,23 @@ inline void server::stop() {
   stop_cv_.notify_all();
   if (sampler_.joinable()) sampler_.join();
   // civetweb's accept thread polls its sockets with a 2 s quantum before it looks at its stop
-  // flag; a connection wakes it at once. So connect to ourselves until mg_stop() is through.
-  std::atomic<bool> stopped{false};
-  in_addr addr{};
-  parse_ipv4(bind_host_, &addr);  // never 0.0.0.0: start() refuses it
-  std::thread poke;
-  try {
-    poke = std::thread([&] {
-      const own_thread_scope own("memlive-stop");
-      while (!stopped.load()) {
-        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0) {
-          sockaddr_in sa{};
-          sa.sin_family = AF_INET;
-          sa.sin_port = htons(static_cast<std::uint16_t>(port_));
-          sa.sin_addr = addr;
-          (void)connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-          close(fd);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
-  } catch (const std::system_error&) {  // no thread: mg_stop() just takes up to 2 s
+  // flag. Shutting the listening sockets down wakes it at once (poll reports POLLHUP, which it
+  // passes over until mg_stop() sets the flag a moment later) and resets the connections not
+  // yet accepted. Through duplicates: the socket is the same, and the numbers stay ours while
+  // civetweb closes its own. (Connecting to ourselves woke it too, but made connections.)
+  std::vector<int> wake;
+  for (const int fd : listen_fds_) {
+    const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d >= 0) wake.push_back(d);
   }
+  for (const int d : wake) (void)shutdown(d, SHUT_RDWR);
   mg_stop(ctx_);  // joins the workers; stream loops return at once on the flag
-  stopped = true;
-  if (poke.joinable()) poke.join();
+  for (const int d : wake) close(d);
+  // A connection civetweb accepted but had not handed to a worker yet (all of them busy, or the
+  // flag set in between) is left open by its stopping workers: closed here, now that none runs.
+  // Only our server's connections have its address and port as their own end.
+  if (port_ > 0)
+    for (const int fd : listening_sockets(bind_host_, port_, false)) close(fd);
   ctx_ = nullptr;
   port_ = 0;
   listen_fds_.clear();

@@ -21,6 +21,9 @@
 //   sigpipe prints "sigpipe default" when SIGPIPE has its default action (this program never
 //           changes it; civetweb's start sets it to ignored), else "sigpipe changed"
 //   snapshot  memlive::take_snapshot(): prints "snapshot 1 <pid>" or "snapshot 0 <error>"
+//   cycles N K  (after stop) N rounds of start() on port 0, K stream clients, stop() while
+//           they are connected, the clients closed: prints "cycles <open descriptors before>
+//           <after> <rounds in which no client had an event>"
 //   quit    (or end of input) stops the threads and exits 0
 // --atexit registers an atexit handler before memlive's first use, which therefore runs after
 // memlive's exit-time cleanup: it calls take_snapshot() and start() and prints
@@ -29,8 +32,13 @@
 // (livealloc::telemetry::enable(), whose exit handler, registered after it, runs before it and
 // removes the segment's name), prints "enabled <pid>" and returns without using memlive. The
 // handler prints "late-enabled <0|1>" (livealloc::telemetry::enabled()) before the others.
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <memlive.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,7 +87,7 @@ void print_status(const char* what, const memlive::status& st) {
 // The fork child's checks: a failed one exits with its own status (10...).
 [[noreturn]] void fork_child_checks(int parent_port) {
   if (memlive::port() != 0) std::_Exit(10);
-  if (!memlive::detail::listening_sockets(parent_port).empty()) std::_Exit(11);
+  if (!memlive::detail::listening_sockets("127.0.0.1", parent_port).empty()) std::_Exit(11);
   livealloc::reader::snapshot s;
   std::string err;
   if (!memlive::take_snapshot(&s, &err) || s.pid != getpid()) std::_Exit(12);
@@ -124,6 +132,62 @@ void late_use() {
   o.quiet = true;
   print_status("late-start", memlive::start(o));
   memlive::stop();
+}
+
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+    --n;  // the directory's own
+  }
+  return n;
+}
+
+// start() on port 0, `clients` stream clients, stop() while they are connected. True when at
+// least one had its first event within 2 s (the server has 24 workers: with more clients, the
+// others wait in civetweb's queue, accepted but never served).
+bool stream_cycle(int clients) {
+  memlive::options o;
+  o.port = 0;
+  o.quiet = true;
+  if (memlive::start(o).error != memlive::start_error::none) return false;
+  const std::string req = "GET /api/stream?interval_ms=50 HTTP/1.1\r\nHost: 127.0.0.1:" +
+                          std::to_string(memlive::port()) + "\r\n\r\n";
+  std::vector<pollfd> fds;
+  for (int i = 0; i < clients; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(memlive::port()));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+      close(fd);
+      break;
+    }
+    fds.push_back({fd, POLLIN, 0});
+  }
+  std::vector<std::string> got(fds.size());
+  int streamed = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (streamed < clients && std::chrono::steady_clock::now() < until &&
+         poll(fds.data(), fds.size(), 100) >= 0) {
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & POLLIN) || fds[i].fd < 0) continue;
+      char buf[4096];
+      const ssize_t r = read(fds[i].fd, buf, sizeof buf);
+      if (r > 0) got[i].append(buf, static_cast<std::size_t>(r));
+      if (r <= 0 || got[i].find("data:") != std::string::npos) {
+        streamed += r > 0;
+        fds[i].fd = ~fds[i].fd;  // poll skips it from now on
+      }
+    }
+  }
+  memlive::stop();
+  for (const pollfd& p : fds) close(p.fd < 0 ? ~p.fd : p.fd);
+  return streamed > 0;
 }
 
 }  // namespace
@@ -213,6 +277,13 @@ int main(int argc, char** argv) {
       memlive::options o = opts;
       o.quiet = true;
       print_status("again", memlive::start(o));
+    } else if (line.compare(0, 7, "cycles ") == 0) {
+      int n = 0, clients = 0;
+      std::sscanf(line.c_str() + 7, "%d %d", &n, &clients);
+      const int before = open_descriptors();
+      int failed = 0;
+      for (int i = 0; i < n; ++i) failed += stream_cycle(clients) ? 0 : 1;
+      std::printf("cycles %d %d %d\n", before, open_descriptors(), failed);
     } else if (line == "second") {
       std::string err;
       memlive::detail::server second(livealloc::reader::segment::open_pid(getpid(), &err));
