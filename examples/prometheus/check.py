@@ -46,14 +46,20 @@ try:
     job = config["scrape_configs"][0]
     metrics_path = job["metrics_path"]
     targets = job["static_configs"][0]["targets"]
+    params = job.get("params", {})
 except ImportError:
     print("note: PyYAML is not installed; checking the fields line by line")
     m = re.search(r"^\s*metrics_path:\s*(\S+)\s*$", text, re.M)
     t = re.search(r"^\s*- targets:\s*\[(.*)\]\s*$", text, re.M)
     metrics_path = m.group(1) if m else None
     targets = [x.strip().strip("'\"") for x in t.group(1).split(",")] if t else []
+    p = re.search(r"^\s*params:\s*\{by:\s*\[(\w+)\]\}\s*$", text, re.M)
+    params = {"by": [p.group(1)]} if p else {}
     check("\t" not in text, "prometheus.yml has no tabs (YAML forbids them in indentation)")
 check(metrics_path == "/metrics", "the job scrapes /metrics (%r)" % metrics_path)
+# The active job must be the fleet-safe one: per class, a bounded number of series.
+check(params == {"by": ["class"]}, "the job scrapes per size class, by=class (%r)" % params)
+query = "?" + "&".join("%s=%s" % (k, v) for k, vs in params.items() for v in vs) if params else ""
 check(len(targets) > 0 and all(re.fullmatch(r"[\w.-]+:\d+", x) for x in targets),
       "its targets are host:port (%r)" % targets)
 if args.promtool:
@@ -80,7 +86,7 @@ for line in ml.stdout:
     if done and port is not None:
         break
 if check(port is not None and done, "memlive run serves the program"):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, metrics_path), headers={
+    req = urllib.request.Request("http://127.0.0.1:%d%s%s" % (port, metrics_path, query), headers={
         "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1",
         "User-Agent": "Prometheus/2.42.0"})
     with urllib.request.urlopen(req) as resp:
@@ -95,6 +101,7 @@ if check(port is not None and done, "memlive run serves the program"):
                    "livealloc_option_effective"):
         check(("# TYPE %s " % family) in body and ('%s{pid="%d"' % (family, pid)) in body,
               "family %s with pid=\"%d\"" % (family, pid))
+    check(not re.search(r'\btid="', body), "no per-thread series (no tid label)")
     if args.promtool:
         r = subprocess.run([args.promtool, "check", "metrics"], input=body, capture_output=True,
                            text=True)

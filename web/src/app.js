@@ -378,9 +378,12 @@
       try { chunk = await reader.read(); } catch (e) { return streamFailed(ctl, "the connection to memlive was lost"); }
       if (stream.ctl !== ctl) return;
       if (chunk.done) return streamFailed(ctl, "the server closed the stream");
+      const from = Math.max(0, buf.length - 1); // an event's end may straddle two chunks
       buf += chunk.value;
+      // Only the new text can end an event: a large event arrives in many chunks, and searching
+      // the whole buffer at each was quadratic in its size.
+      if (buf.indexOf("\n\n", from) < 0) continue;
       const end = buf.lastIndexOf("\n\n");
-      if (end < 0) continue;
       const events = buf.slice(0, end).split("\n\n");
       buf = buf.slice(end + 2);
       for (const e of events) if (e.startsWith("data:")) stats.events += 1; // drawn: stats.samples
@@ -675,11 +678,21 @@
 
   // ---------------------------------------------------------------------------------------------
   // Replay of a `memlive record` file: one snapshot per line.
+  const REPLAY_MAX_BYTES = 256 * 1024 * 1024;
   $("replay-file").addEventListener("change", async (ev) => {
     const f = ev.target.files && ev.target.files[0];
     ev.target.value = "";
     if (!f) return;
-    const text = await f.text();
+    // The page holds about four times the file (its lines, parsed and derived): past this, the
+    // tab runs out of memory, or Chromium cannot even read the file (NotReadableError).
+    if (f.size > REPLAY_MAX_BYTES)
+      return showNotice(f.name + " is " + fmtBytes(f.size) + ": the page replays files of up to " +
+        fmtBytes(REPLAY_MAX_BYTES) + ". Replay a part of it (head -n 1000 " + f.name +
+        " > part.jsonl) or record with a longer --interval; nothing loaded");
+    let text;
+    try { text = await f.text(); } catch (e) {
+      return showNotice(f.name + ": cannot read it (" + e.message + "); nothing loaded");
+    }
     const samples = [];
     const lines = text.split(/\r?\n/);
     for (let i = 0; i < lines.length; ++i) {

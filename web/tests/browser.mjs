@@ -752,6 +752,21 @@ try {
     (await page.textContent("#replay-info")) === "1 / 5" &&
     (await page.evaluate(() => document.body.dataset.mode)) === "replay",
     "an unreadable recording line is refused with its line number and the replay stays", notice2);
+  // A recording past 256 MiB is refused before it is read (a sparse file: no disk, no reading);
+  // a 2.4 GB one left the page as it was with a NotReadableError in the console only.
+  const huge = path.join(out, "huge.jsonl");
+  fs.closeSync(fs.openSync(huge, "w"));
+  fs.truncateSync(huge, 300 * 1048576);
+  await page.setInputFiles("#replay-file", huge);
+  const notice3 = await until("the notice", async () => {
+    const t = (await page.isVisible("#notice")) ? await page.textContent("#notice") : "";
+    return t.includes("huge.jsonl") ? t : null;
+  }).catch(() => "");
+  fs.unlinkSync(huge);
+  check(/huge\.jsonl is 300 MiB: the page replays files of up to 256 MiB.*nothing loaded/
+    .test(notice3) && (await page.textContent("#replay-info")) === "1 / 5",
+    "a recording past 256 MiB is refused, with its size and what to do, and the replay stays",
+    notice3);
   // A thread of the capture hooks can free more than it allocated (memlive/README.md): the CSV
   // export's live is then 0, as in `memlive snapshot --format csv`, not negative.
   const neg = JSON.parse(fs.readFileSync(rec, "utf8").split("\n")[0]);
