@@ -13,7 +13,9 @@
 //             row moves in the thread table sorted by live bytes (the focus test)
 // The threads stay alive (parked) after their work. Prints "ready <pid>" once the fixed work is
 // done; exits at end of input (or SIGTERM). A line "exec" on its input makes it exec itself: a
-// new image under the same pid, whose counters start again (it prints "ready <pid>" again).
+// new image under the same pid, whose counters start again (it prints "ready <pid>" again). A
+// line "threads N" starts N more threads, crowd-0 ... crowd-N-1, each keeping one block of
+// 64 B and parked, and prints "crowd <N>" once they all have.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -142,8 +144,29 @@ int main(int, char** argv) {
   while (g_ready.load() < 4) usleep(1000);
   std::printf("ready %d\n", static_cast<int>(getpid()));
   std::fflush(stdout);
+  std::vector<std::thread> crowd;
   char buf[256];
   while (std::fgets(buf, sizeof buf, stdin)) {
+    int n = 0;
+    if (std::sscanf(buf, "threads %d", &n) == 1 && n > 0) {
+      const int from = static_cast<int>(crowd.size());
+      const int ready = g_ready.load();
+      for (int i = from; i < from + n; ++i)
+        crowd.emplace_back([i] {
+          char label[16];
+          std::snprintf(label, sizeof label, "crowd-%d", i);
+          name(label);
+          void* p = must_malloc(64);
+          {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            g_kept.push_back(p);
+          }
+          park();
+        });
+      while (g_ready.load() < ready + n) usleep(1000);
+      std::printf("crowd %d\n", n);
+      std::fflush(stdout);
+    }
     if (std::strcmp(buf, "exec\n") == 0) {
       execv("/proc/self/exe", argv);
       std::fprintf(stderr, "web_workload: exec failed: %s\n", std::strerror(errno));
@@ -156,6 +179,7 @@ int main(int, char** argv) {
   }
   g_park_cv.notify_all();
   for (std::thread* t : {&t_ticker, &t_swing, &t_cache, &t_worker, &t_in0, &t_in1}) t->join();
+  for (std::thread& t : crowd) t.join();
   for (void* p : g_kept) std::free(p);
   return 0;
 }

@@ -1072,9 +1072,21 @@
     oneTabStop(tbody);
   }
 
+  // Rows of the threads table: past them, the first by the sort in force (and the selected
+  // thread). Every row in the page cost 0.1 ms a frame, 450 ms with 4,000 threads.
+  const THREAD_ROWS = 250;
   function renderThreads(d) {
     const fb = bytesIn(d);
-    const items = sorter("threads", d.threads.filter(shownThread).slice());
+    const all = sorter("threads", d.threads.filter(shownThread).slice());
+    const items = all.slice(0, THREAD_ROWS);
+    const chosen = state.selection && state.selection.kind === "thread" &&
+      all.find((x) => x.key === state.selection.key);
+    if (chosen && !items.includes(chosen)) items.push(chosen);
+    const th = document.querySelector("#threads th[data-key=\"" + state.sort.threads.key + "\"]");
+    setText("threads-more", all.length <= THREAD_ROWS ? "" : "The first " + fmtInt(THREAD_ROWS) +
+      " of " + fmtInt(all.length) + " threads by " + (th ? th.textContent : "") +
+      (chosen && items.length > THREAD_ROWS ? ", and the selected one" : "") +
+      ": sort by another column to see others.");
     const tbody = document.querySelector("#threads tbody");
     syncRows(tbody, items, (x) => x.key,
       (x, key) => {
