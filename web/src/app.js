@@ -21,6 +21,35 @@
     while ((v >= 1024 || (u >= 0 && Math.round(v) >= 1024)) && u < units.length - 1) { v /= 1024; ++u; }
     return (neg ? "-" : "") + (v < 99.95 ? oneDecimal.format(v) : fmtInt(v)) + " " + units[u];
   }
+  // A free matrix cell's key: slots are below 4,096. (A string "from>owner" per cell made the
+  // matrix of a process whose threads come and go, hundreds of thousands of cells, slow to derive.)
+  const cellKey = (m) => m.from * 4096 + m.owner;
+  // The n items of largest score, largest first, without sorting them all (a heap of n).
+  function largest(items, n, score) {
+    const heap = []; // a min-heap of the best so far
+    const less = (i, j) => score(heap[i]) < score(heap[j]);
+    const swap = (i, j) => { const t = heap[i]; heap[i] = heap[j]; heap[j] = t; };
+    for (const x of items) {
+      if (heap.length === n) {
+        if (score(x) <= score(heap[0])) continue;
+        heap[0] = x;
+        for (let i = 0; ;) { // sift down
+          const l = 2 * i + 1, r = l + 1;
+          let m = i;
+          if (l < n && less(l, m)) m = l;
+          if (r < n && less(r, m)) m = r;
+          if (m === i) break;
+          swap(i, m);
+          i = m;
+        }
+      } else {
+        heap.push(x);
+        for (let i = heap.length - 1; i > 0 && less(i, (i - 1) >> 1); i = (i - 1) >> 1)
+          swap(i, (i - 1) >> 1);
+      }
+    }
+    return heap.sort((a, b) => score(b) - score(a));
+  }
   function fmtDuration(ms) {
     if (ms < 0) ms = 0;
     const s = ms / 1000;
@@ -160,9 +189,9 @@
     const bySlot = new Map(threads.map((x) => [x.slot, x]));
     const matrix = s.free_matrix.map(([from, owner, blocks]) => ({ from, owner, blocks, rate: 0 }));
     if (prev && dt > 0) {
-      const pm = new Map(prev.matrix.map((m) => [m.from + ">" + m.owner, m.blocks]));
+      const pm = new Map(prev.matrix.map((m) => [cellKey(m), m.blocks]));
       for (const m of matrix) {
-        const b = pm.get(m.from + ">" + m.owner);
+        const b = pm.get(cellKey(m));
         if (b !== undefined) m.rate = Math.max(0, m.blocks - b) / dt;
       }
     }
@@ -616,8 +645,8 @@
       x.rate = f.rate;
       for (const [c, cell] of x.cells) { const fc = f.cells.get(c); cell.rate = fc ? fc.rate : 0; }
     }
-    const matrix = new Map(from.matrix.map((m) => [m.from + ">" + m.owner, m.rate]));
-    for (const m of to.matrix) m.rate = matrix.get(m.from + ">" + m.owner) || 0;
+    const matrix = new Map(from.matrix.map((m) => [cellKey(m), m.rate]));
+    for (const m of to.matrix) m.rate = matrix.get(cellKey(m)) || 0;
   }
 
   $("interval").addEventListener("change", () => {
@@ -1135,9 +1164,9 @@
     return t ? t.name + " (" + t.tid + ")" : "slot " + slot;
   }
   function renderMatrix(d) {
-    const items = d.matrix.slice().sort((a, b) => b.blocks - a.blocks).slice(0, 100);
+    const items = largest(d.matrix, 100, (m) => m.blocks);
     const tbody = document.querySelector("#matrix tbody");
-    syncRows(tbody, items, (m) => m.from + ">" + m.owner,
+    syncRows(tbody, items, (m) => String(cellKey(m)),
       (m, key) => makeRow(key, 4, ["", "", "num", "num"], null),
       (tr, m) => {
         const td = tr.children;
