@@ -1334,17 +1334,25 @@ inline bool check_assignment(const assignment& a, const std::vector<rd::option_v
 
 inline all_snapshots take_all(const std::string& dir) {
   all_snapshots all;
-  const std::vector<rd::segment_entry> entries = rd::list_segments(dir, &all.dir_error);
-  if (!all.dir_error.empty()) {  // errno is still opendir's
-    all.dir_denied = errno == EACCES || errno == EPERM;
+  // Each segment is read once (rd::list_segments reads every file, stale ones too, for `list`).
+  std::vector<int> pids;
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    const int e = errno;
+    all.dir_error = dir + ": " + strerror(e);
+    all.dir_denied = e == EACCES || e == EPERM;
     return all;
   }
-  for (const rd::segment_entry& e : entries) {
-    if (!e.alive) {
+  while (const dirent* e = readdir(d))
+    if (const int pid = rd::detail::pid_from_name(e->d_name); pid > 0) pids.push_back(pid);
+  closedir(d);
+  std::sort(pids.begin(), pids.end());
+  for (const int pid : pids) {
+    if (!rd::pid_alive(pid)) {
       ++all.gone;
       continue;
     }
-    open_result o = open_segment(e.pid, false, dir);
+    open_result o = open_segment(pid, false, dir);
     rd::snapshot s;
     if (o.segment) s = o.segment->take();
     if (o.kind == error_kind::no_process || o.kind == error_kind::no_segment ||
