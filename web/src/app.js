@@ -1199,14 +1199,26 @@
     // room on the right for the last column's label, rotated 60 degrees (about 40 px long)
     const w = heat.left + Math.max(1, cols.length) * heat.cell + 30;
     const h = heat.top + Math.max(1, rows.length) * heat.rowH + 4;
-    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
-      canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
-      canvas.style.width = w + "px"; canvas.style.height = h + "px";
+    // The canvas is only as tall as the box shows (Chromium draws nothing on one over 65,535
+    // device px: 2,046 rows at dpr 2), sticky at its top, and a spacer keeps the map's height
+    // for the scroll. off: the map's y at the canvas's top, where sticky keeps it.
+    const box = canvas.parentElement;
+    const vh = Math.min(h, parseFloat(getComputedStyle(box).maxHeight) || window.innerHeight);
+    const off = Math.max(0, Math.min(box.scrollTop, h - vh));
+    heat.off = off;
+    $("heat-spacer").style.height = h - vh + "px";
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(vh * dpr)) {
+      canvas.width = Math.round(w * dpr); canvas.height = Math.round(vh * dpr);
+      canvas.style.width = w + "px"; canvas.style.height = vh + "px";
     }
+    // the rows in view, [i0, i1)
+    const i0 = Math.max(0, Math.floor((off - heat.top) / heat.rowH));
+    const i1 = Math.min(rows.length, Math.ceil((off + vh - heat.top) / heat.rowH));
     const g = canvas.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     // Labels change rarely: drawn once into an offscreen layer, copied on every update.
-    const labelKey = [w, h, dpr, colours["--fg"] || "", document.documentElement.dataset.theme || "",
+    const labelKey = [w, h, vh, off, dpr, colours["--fg"] || "",
+      document.documentElement.dataset.theme || "",
       cols.join(","), rows.map((x) => x.name + "/" + x.state).join("|")].join("#");
     if (heat.labelKey !== labelKey) {
       heat.labelKey = labelKey;
@@ -1216,7 +1228,7 @@
       const l = layer.getContext("2d");
       l.setTransform(dpr, 0, 0, dpr, 0, 0);
       l.fillStyle = cssVar("--card");
-      l.fillRect(0, 0, w, h);
+      l.fillRect(0, 0, w, vh);
       l.font = "11px system-ui, sans-serif";
       l.textBaseline = "middle";
       // The column labels, rotated, on a band of their own: drawn at the top of the map, and
@@ -1239,13 +1251,14 @@
         b.restore();
       });
       l.setTransform(1, 0, 0, 1, 0, 0);
-      l.drawImage(band, 0, 0);
+      l.drawImage(band, 0, -Math.round(off * dpr));
       l.setTransform(dpr, 0, 0, dpr, 0, 0);
-      rows.forEach((x, i) => {
+      for (let i = i0; i < i1; ++i) {
+        const x = rows[i];
         l.fillStyle = x.state === "alive" ? cssVar("--fg") : cssVar("--muted");
         const label = x.name.length > 22 ? x.name.slice(0, 21) + "…" : x.name;
-        l.fillText(label, 4, heat.top + i * heat.rowH + heat.rowH / 2);
-      });
+        l.fillText(label, 4, heat.top + i * heat.rowH + heat.rowH / 2 - off);
+      }
       // 32 shades from the card colour to the accent, as ready fillStyle strings
       const c0 = cssVar("--heat0").split(",").map(Number), c1 = cssVar("--heat1").split(",").map(Number);
       heat.shades = [];
@@ -1263,29 +1276,30 @@
     // Cells grouped by shade: one fillStyle per shade instead of one per cell (log scale).
     const byShade = heat.shades.map(() => []);
     const logMax = Math.log1p(max);
-    rows.forEach((x, i) => {
+    for (let i = i0; i < i1; ++i) {
       cols.forEach((c, j) => {
-        const v = value(x.cells.get(c));
+        const v = value(rows[i].cells.get(c));
         const k = max > 0 && v > 0 ? Math.max(1, Math.round((31 * Math.log1p(v)) / logMax)) : 0;
         byShade[k].push(i, j);
       });
-    });
+    }
     byShade.forEach((cells, k) => {
       if (!cells.length) return;
       g.fillStyle = heat.shades[k];
       for (let n = 0; n < cells.length; n += 2)
-        g.fillRect(heat.left + cells[n + 1] * heat.cell, heat.top + cells[n] * heat.rowH + 1, heat.cell - 1, heat.rowH - 2);
+        g.fillRect(heat.left + cells[n + 1] * heat.cell, heat.top + cells[n] * heat.rowH + 1 - off,
+          heat.cell - 1, heat.rowH - 2);
     });
     const fg = cssVar("--fg");
     if (at) {
       g.strokeStyle = fg;
-      g.strokeRect(heat.left + at.j * heat.cell - 0.5, heat.top + at.i * heat.rowH + 0.5,
+      g.strokeRect(heat.left + at.j * heat.cell - 0.5, heat.top + at.i * heat.rowH + 0.5 - off,
         heat.cell, heat.rowH - 1);
     }
-    const scrolled = Math.min(canvas.parentElement.scrollTop, h - heat.top);
+    const scrolled = Math.min(box.scrollTop, h - heat.top);
     if (scrolled > 0) {
       g.setTransform(1, 0, 0, 1, 0, 0);
-      g.drawImage(heat.band, 0, Math.round(scrolled * dpr));
+      g.drawImage(heat.band, 0, Math.round((scrolled - off) * dpr));
     }
   }
   $("heat").parentElement.addEventListener("scroll", () => {
@@ -1317,7 +1331,7 @@
   $("heat").addEventListener("mousemove", (e) => {
     const r = $("heat").getBoundingClientRect();
     const j = Math.floor((e.clientX - r.left - heat.left) / heat.cell);
-    const y = e.clientY - r.top;
+    const y = e.clientY - r.top + (heat.off || 0); // in the map, not the canvas
     const i = Math.floor((y - heat.top) / heat.rowH);
     if (y < $("heat").parentElement.scrollTop + heat.top) return; // on the column labels
     if (i >= 0 && j >= 0 && i < heat.rows.length && j < heat.cols.length) moveHeatCursor(i, j);
@@ -1338,6 +1352,11 @@
     const cur = heatCursorAt();
     const i = cur ? Math.min(Math.max(0, cur.i + m[0]), heat.rows.length - 1) : 0;
     const j = cur ? Math.min(Math.max(0, cur.j + m[1]), heat.cols.length - 1) : 0;
+    // the box scrolls to keep the cursor's row in view, under the column labels
+    const box = $("heat").parentElement, y = heat.top + i * heat.rowH;
+    if (y < box.scrollTop + heat.top) box.scrollTop = y - heat.top;
+    else if (y + heat.rowH > box.scrollTop + box.clientHeight)
+      box.scrollTop = y + heat.rowH - box.clientHeight;
     moveHeatCursor(i, j);
   });
   $("heat-metric").addEventListener("change", () => { state.dirty = true; schedule(); });

@@ -574,15 +574,19 @@ try {
       .test(hovered), "the mouse on the first cell names its thread, class and numbers", hovered);
     // Scrolled down a long list of threads, the column labels stay at the top of the box: the
     // band there is the one drawn above the first row (the box made short to scroll 7 rows).
+    // The canvas shows only what the box does: the band is read at the box's top on it.
     const band = await page.evaluate(() => new Promise((resolve) => {
       const canvas = document.getElementById("heat"), box = canvas.parentElement;
+      const dpr = window.devicePixelRatio || 1, g = canvas.getContext("2d");
+      const hgt = Math.round(44 * dpr);
+      const atTop = () => Math.round((box.getBoundingClientRect().top + box.clientTop -
+        canvas.getBoundingClientRect().top) * dpr);
+      const a = g.getImageData(0, atTop(), canvas.width, hgt).data;
       box.style.maxHeight = "60px";
       box.scrollTop = 50; // past the first band: the two do not overlap
       requestAnimationFrame(() => requestAnimationFrame(() => {
-        const dpr = window.devicePixelRatio || 1, g = canvas.getContext("2d");
-        const top = Math.round(box.scrollTop * dpr), hgt = Math.round(44 * dpr);
-        const a = g.getImageData(0, 0, canvas.width, hgt).data;
-        const b = g.getImageData(0, top, canvas.width, hgt).data;
+        const top = Math.round(box.scrollTop * dpr);
+        const b = g.getImageData(0, atTop(), canvas.width, hgt).data;
         let same = a.length === b.length;
         for (let k = 0; same && k < a.length; ++k) same = a[k] === b[k];
         box.style.maxHeight = "";
@@ -600,6 +604,65 @@ try {
       ((await hover()) === "hover a cell for its numbers" ? true : null), 5000).catch(() => false);
     check(on !== "hover a cell for its numbers" && off, "the cell's text goes when the mouse " +
       "leaves the map", on);
+  }
+
+  // A heat map taller than the largest canvas Chromium draws (65,535 device px: 2,046 rows at
+  // devicePixelRatio 2) is drawn: a replay of one snapshot with a thread repeated 2,100 times,
+  // in a tab at dpr 2. The canvas is as tall as the box; scrolled to the end it shows the last
+  // rows, the mouse there names the last thread, and the arrow keys scroll the box.
+  {
+    const snap = await getJSON("/api/snapshot");
+    const t = snap.threads.find((x) => x.name === "ticker");
+    snap.threads = Array.from({ length: 2100 }, (_, n) =>
+      ({ ...t, slot: n + 1, tid: 100000 + n, name: "many-" + n }));
+    snap.exited = []; snap.free_matrix = [];
+    const file = path.join(out, "many-threads.ndjson");
+    fs.writeFileSync(file, JSON.stringify(snap) + "\n");
+    const tab = await ctx.newPage();
+    const cdp = await ctx.newCDPSession(tab);
+    await cdp.send("Emulation.setDeviceMetricsOverride",
+      { width: 1400, height: 1000, deviceScaleFactor: 2, mobile: false });
+    await tab.goto(base + "/");
+    await tab.setInputFiles("#replay-file", file);
+    await tab.waitForFunction(() => document.body.dataset.mode === "replay", null,
+      { timeout: 20000 }).catch(() => {});
+    const drawn = () => tab.evaluate(() => new Promise((resolve) => {
+      requestAnimationFrame(() => requestAnimationFrame(() => {
+        const canvas = document.getElementById("heat"), box = canvas.parentElement;
+        const g = canvas.getContext("2d");
+        // the cells (right of the labels) in the first 1,000 device px: the pixels that are not
+        // the card's colour, as in the top left corner (a canvas too tall is blank)
+        const d = g.getImageData(340, 0, canvas.width - 340, Math.min(1000, canvas.height)).data;
+        const c = g.getImageData(0, 0, 1, 1).data;
+        let inked = 0;
+        for (let k = 0; k < d.length; k += 4)
+          if (d[k] !== c[0] || d[k + 1] !== c[1] || d[k + 2] !== c[2] || d[k + 3] !== c[3]) ++inked;
+        resolve({ dpr: window.devicePixelRatio, height: canvas.height, inked,
+          scroll: box.scrollHeight, top: box.scrollTop, client: box.clientHeight });
+      }));
+    }));
+    await tab.selectOption("#heat-metric", "allocs"); // every row has a cell to draw
+    await tab.evaluate(() => document.getElementById("heat").parentElement.scrollIntoView());
+    const first = await drawn();
+    await tab.evaluate(() => { const b = document.getElementById("heat").parentElement;
+      b.scrollTop = b.scrollHeight; });
+    const last = await drawn();
+    const r = await tab.locator("#heat").boundingBox();
+    const v = await tab.evaluate(() => document.getElementById("heat").parentElement.clientHeight);
+    await tab.mouse.move(r.x + 170 + 7, r.y + v - 12); // the last row (4 px of margin below)
+    const hovered = await tab.textContent("#heat-hover");
+    await tab.mouse.move(1, 1);
+    await tab.focus("#heat");
+    await tab.keyboard.press("ArrowDown"); // the cursor's first cell, in the first row
+    const keyed = await tab.textContent("#heat-hover");
+    const back = await drawn();
+    check(first.dpr === 2 && first.scroll > 2100 * 16 && first.height < 65536 &&
+      last.height < 65536 && first.inked > 5000 && last.inked > 5000 && last.top > 2000 * 16 &&
+      /^many-2099 · /.test(hovered) && /^many-0 · /.test(keyed) && back.top === 0,
+      "a heat map of 2,100 threads at devicePixelRatio 2 is drawn, on a canvas as tall as its " +
+      "box, scrolled to its end too; the mouse on its last row names the last thread, and the " +
+      "arrow keys scroll back to the first", JSON.stringify({ first, last, hovered, keyed, back }));
+    await tab.close();
   }
 
   // Sorting: a column's header sorts its table by it (numbers largest first, text A to Z), a
