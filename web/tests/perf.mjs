@@ -5,6 +5,8 @@
 //
 //   node web/tests/perf.mjs --memlive build/memlive/memlive \
 //        --workload build/tests/memlive/memlive_workload [--seconds 10] [--threads 64]
+//        [--classes 52]   (the first N size classes per thread: 2,000 threads x 52 classes is
+//                          too long a command line for the workload)
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -24,6 +26,7 @@ const sizes = [];
 for (let c = 1; c <= 8; ++c) sizes.push(16 * c);
 for (let c = 9; c <= 52; ++c) { const k = c - 9, w = 7 + Math.floor(k / 4); sizes.push((5 + (k % 4)) * 2 ** (w - 2)); }
 const plan = [];
+sizes.length = Math.min(sizes.length, Number(opt("--classes", "52")));
 for (let t = 0; t < nthreads; ++t) for (const s of sizes) plan.push("t" + String(t).padStart(2, "0") + ":" + s + ":2:1");
 
 const wl = spawn(workload, plan, { stdio: ["pipe", "pipe", "inherit"] });
