@@ -350,10 +350,10 @@ void on_free(void* ptr, std::size_t size) noexcept;
 bool take_snapshot(rd::snapshot* out, std::string* error = nullptr);
 
 // True when thread `t` of snapshot `s` is one of memlive's own (HTTP workers "memlive-http",
-// history sampler "memlive-hist", the stop helper "memlive-stop"). In a snapshot of this process:
-// by registration (each of those threads records its tid and lifetime when it starts, so a
-// program thread with the same name is not taken for one). In a snapshot of another process,
-// whose registrations cannot be seen from here: by those names. Never for the overflow slot.
+// history sampler "memlive-hist"). In a snapshot of this process: by registration (each of
+// those threads records its tid and lifetime when it starts, so a program thread with the same
+// name is not taken for one). In a snapshot of another process, whose registrations cannot be
+// seen from here: by those names. Never for the overflow slot.
 bool is_memlive_thread(const rd::snapshot& s, const rd::thread_view& t);
 
 namespace detail {
@@ -508,7 +508,7 @@ struct own_thread_scope {
 
 // The names memlive's threads carry; the only sign of them in another process's snapshot.
 inline bool own_thread_name(const std::string& name) {
-  return name == "memlive-http" || name == "memlive-hist" || name == "memlive-stop";
+  return name == "memlive-http" || name == "memlive-hist";
 }
 
 // is_memlive_thread for every thread of one snapshot: the registry copied once.
@@ -2909,8 +2909,8 @@ inline std::string exposure_warning(const std::string& host) {
 
 // This process's TCP descriptors whose local address is `host`:`port`: those that listen there
 // (civetweb keeps them to itself), or with `listening` false the connections accepted there.
-inline std::vector<int> listening_sockets(const std::string& host, int port,
-                                          bool listening = true) {
+inline std::vector<int> server_sockets(const std::string& host, int port,
+                                       bool listening = true) {
   std::vector<int> fds;
   in_addr want{};
   if (!parse_ipv4(host, &want)) return fds;
@@ -3093,7 +3093,7 @@ inline status server::start(const options& o) {
     return fail(start_error::server, "the HTTP server reports no listening port");
   }
   port_ = sp[0].port;
-  listen_fds_ = listening_sockets(bind_host_, port_);
+  listen_fds_ = server_sockets(bind_host_, port_);
   started_ms_ = steady_ms();
   mark_started();
   try {
@@ -3133,7 +3133,7 @@ inline void server::stop() {
   // flag set in between) is left open by its stopping workers: closed here, now that none runs.
   // Only our server's connections have its address and port as their own end.
   if (port_ > 0)
-    for (const int fd : listening_sockets(bind_host_, port_, false)) close(fd);
+    for (const int fd : server_sockets(bind_host_, port_, false)) close(fd);
   ctx_ = nullptr;
   port_ = 0;
   listen_fds_.clear();

@@ -423,7 +423,7 @@ def check_labels(snap, impostor, where, require=("memlive-hist", "memlive-http")
     names = {t["name"] for t in own}
     check(own and set(require) <= names, "%s: %s threads labelled (got %s)" %
           (where, " and ".join(require) or "memlive's", sorted(names)))
-    check(names <= {"memlive-http", "memlive-hist", "memlive-stop"},
+    check(names <= {"memlive-http", "memlive-hist"},
           "%s: only memlive's names labelled (got %s)" % (where, sorted(names)))
     imp = [t for t in snap["threads"] if t["tid"] == impostor]
     check(len(imp) == 1 and imp[0]["name"] == "memlive-http" and imp[0]["memlive"] is False,

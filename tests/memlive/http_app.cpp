@@ -87,7 +87,7 @@ void print_status(const char* what, const memlive::status& st) {
 // The fork child's checks: a failed one exits with its own status (10...).
 [[noreturn]] void fork_child_checks(int parent_port) {
   if (memlive::port() != 0) std::_Exit(10);
-  if (!memlive::detail::listening_sockets("127.0.0.1", parent_port).empty()) std::_Exit(11);
+  if (!memlive::detail::server_sockets("127.0.0.1", parent_port).empty()) std::_Exit(11);
   livealloc::reader::snapshot s;
   std::string err;
   if (!memlive::take_snapshot(&s, &err) || s.pid != getpid()) std::_Exit(12);
