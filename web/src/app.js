@@ -1219,7 +1219,7 @@
     // Labels change rarely: drawn once into an offscreen layer, copied on every update.
     const labelKey = [w, h, vh, off, dpr, colours["--fg"] || "",
       document.documentElement.dataset.theme || "",
-      cols.join(","), rows.map((x) => x.name + "/" + x.state).join("|")].join("#");
+      cols.join(","), rows.slice(i0, i1).map((x) => x.name + "/" + x.state).join("|")].join("#");
     if (heat.labelKey !== labelKey) {
       heat.labelKey = labelKey;
       const layer = heat.layer || (heat.layer = document.createElement("canvas"));
