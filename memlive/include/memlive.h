@@ -3129,9 +3129,9 @@ inline void server::stop() {
   for (const int d : wake) (void)shutdown(d, SHUT_RDWR);
   mg_stop(ctx_);  // joins the workers; stream loops return at once on the flag
   for (const int d : wake) close(d);
-  // A connection civetweb accepted but had not handed to a worker yet (all of them busy, or the
-  // flag set in between) is left open by its stopping workers: closed here, now that none runs.
-  // Only our server's connections have its address and port as their own end.
+  // A connection civetweb accepted as it stopped can stay open for good (connections made while
+  // it stopped did, one in every few hundred stop()s): any left is closed here, now that none of
+  // its threads runs. Only our server's connections have its address and port as their own end.
   if (port_ > 0)
     for (const int fd : server_sockets(bind_host_, port_, false)) close(fd);
   ctx_ = nullptr;
