@@ -201,6 +201,10 @@ class segment {
   // another of 4,000 threads would otherwise allocate and fault in 27 MB of thread_views each
   // time (a fifth of an idle `memlive serve`'s CPU).
   void take(snapshot* into) const;
+  // take() without what grows with the threads: the header, class sizes and control block
+  // (options, generations), and no threads, free matrix or resident memory. For a reader of the
+  // options, which a full snapshot at 2,000 threads that come and go kept waiting a second.
+  snapshot head() const;
 
   // Asks the process to change a threshold: checks the name, `live` and [min, max], stores
   // `requested`, then increments `generation` (release). False and a message otherwise. The
@@ -240,6 +244,7 @@ class segment {
       : fd_(fd), base_(base), size_(size), writable_(writable), read_only_(read_only), pid_(pid),
         path_(std::move(path)), guard_(guard) {}
   bool current(detail::layout* l, std::string* error) const;
+  bool take_head(snapshot* s, detail::layout* l) const;
   // Whether a read of the mapping faulted past the file's end (survive_truncation): the
   // mapping then holds pages of zeros where the file was, for good.
   bool cut() const;
@@ -1161,30 +1166,13 @@ inline void read_free_matrix(const unsigned char* p, const layout& l, const writ
 }
 }  // namespace detail
 
-inline snapshot segment::take() const {
-  snapshot s;
-  take(&s);
-  return s;
-}
-
-inline void segment::take(snapshot* into) const {
+// The header, class sizes and control block into a fresh *s (take() goes on from there).
+inline bool segment::take_head(snapshot* out, detail::layout* layout) const {
   using detail::load;
   using H = telemetry::segment_header;
-  using S = telemetry::slot_header;
-  // Everything back to a fresh snapshot but the memory of its threads and free cells. The thread
-  // views are kept as they are: every field of those still in use is written below.
-  std::vector<thread_view> threads = std::move(into->threads);
-  std::vector<snapshot::free_cell> cells = std::move(into->free_matrix);
-  *into = snapshot{};
-  into->threads = std::move(threads);
-  into->free_matrix = std::move(cells);
-  into->free_matrix.clear();
-  snapshot& s = *into;
-  detail::layout l;
-  if (!current(&l, &s.error)) {
-    s.threads.clear();
-    return;
-  }
+  snapshot& s = *out;
+  if (!current(layout, &s.error)) return false;
+  const detail::layout& l = *layout;
   const unsigned char* p = base_;
   s.taken_ns = detail::now_ns();
   s.pid = l.pid;
@@ -1233,7 +1221,43 @@ inline void segment::take(snapshot* into) const {
     v.live = load<std::uint32_t>(p, o + offsetof(O, live)) != 0;
     v.is_bool = load<std::uint32_t>(p, o + offsetof(O, is_bool)) != 0;
   }
+  return true;
+}
 
+inline snapshot segment::head() const {
+  snapshot s;
+  detail::layout l;
+  if (take_head(&s, &l) && cut()) {  // read zeros in place of the file (see take())
+    s = snapshot{};
+    s.error = cut_error();
+  }
+  return s;
+}
+
+inline snapshot segment::take() const {
+  snapshot s;
+  take(&s);
+  return s;
+}
+
+inline void segment::take(snapshot* into) const {
+  using detail::load;
+  using S = telemetry::slot_header;
+  // Everything back to a fresh snapshot but the memory of its threads and free cells. The thread
+  // views are kept as they are: every field of those still in use is written below.
+  std::vector<thread_view> threads = std::move(into->threads);
+  std::vector<snapshot::free_cell> cells = std::move(into->free_matrix);
+  *into = snapshot{};
+  into->threads = std::move(threads);
+  into->free_matrix = std::move(cells);
+  into->free_matrix.clear();
+  snapshot& s = *into;
+  detail::layout l;
+  if (!take_head(&s, &l)) {
+    s.threads.clear();
+    return;
+  }
+  const unsigned char* p = base_;
   // Slots in use, by their state now (acquire: a slot's identity is written before its state).
   // Listed first and then copied into threads sized once: a thread_view is 7 KB, and growing
   // the vector by push_back moved and faulted in about twice the 27 MB of 4,000 threads per

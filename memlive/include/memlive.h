@@ -1868,11 +1868,15 @@ class server {
   // Under seg_mutex_. Follows the process through exec (rd::segment::successor), which also
   // clears the baseline: it counted another program image.
   void follow_exec();
+  // What take() reads: the whole snapshot, or its head (rd::segment::head: no threads, no free
+  // matrix), all that the options need, at a cost that does not grow with the threads.
+  enum class part { whole, head };
   // Under seg_mutex_: follow_exec(), then the snapshot.
-  bool take(rd::snapshot* s, std::string* error);
+  bool take(rd::snapshot* s, std::string* error, part what = part::whole);
   // take() under seg_mutex_; on failure *r becomes the 503 to send. *writable (if given): whether
   // the segment taken can be tuned.
-  bool take_or_503(rd::snapshot* s, response* r, bool* writable = nullptr);
+  bool take_or_503(rd::snapshot* s, response* r, bool* writable = nullptr,
+                   part what = part::whole);
   static void send(mg_connection* conn, const response& r, bool head);
   response history_response(const char* query);
   response baseline_request(mg_connection* conn, const std::string& method);
@@ -2074,9 +2078,12 @@ inline void server::follow_exec() {
   }
 }
 
-inline bool server::take(rd::snapshot* s, std::string* error) {
+inline bool server::take(rd::snapshot* s, std::string* error, part what) {
   follow_exec();
-  seg_->take(s);
+  if (what == part::head)
+    *s = seg_->head();
+  else
+    seg_->take(s);
   if (s->ok()) return true;
   *error = s->error;
   return false;
@@ -2086,7 +2093,7 @@ inline std::string server::program() {
   std::lock_guard<std::mutex> lock(seg_mutex_);
   rd::snapshot s;
   std::string err;
-  return take(&s, &err) ? s.program : std::string();
+  return take(&s, &err, part::head) ? s.program : std::string();
 }
 
 inline server::response server::snapshot_response() {
@@ -2119,10 +2126,10 @@ inline std::shared_ptr<const std::string> server::sample(std::uint64_t tick, std
   return sample_json_;
 }
 
-inline bool server::take_or_503(rd::snapshot* s, response* r, bool* writable) {
+inline bool server::take_or_503(rd::snapshot* s, response* r, bool* writable, part what) {
   std::lock_guard<std::mutex> lock(seg_mutex_);
   std::string err;
-  if (take(s, &err)) {
+  if (take(s, &err, what)) {
     if (writable) *writable = seg_->writable();
     return true;
   }
@@ -2190,7 +2197,7 @@ inline server::response server::options_response() {
   response r;
   rd::snapshot s;
   bool writable = false;
-  if (!take_or_503(&s, &r, &writable)) return r;
+  if (!take_or_503(&s, &r, &writable, part::head)) return r;
   {
     writer w(r.body);  // scoped: its destructor trims r.body, before r is returned
     w.ch('{');
@@ -2466,7 +2473,7 @@ inline server::response server::post_options(mg_connection* conn) {
   std::lock_guard<std::mutex> lock(seg_mutex_);
   rd::snapshot s;
   std::string err;
-  if (!take(&s, &err)) return error(503, "cannot read the segment: " + err, nullptr);
+  if (!take(&s, &err, part::head)) return error(503, "cannot read the segment: " + err, nullptr);
   if (!seg_->writable())
     return error(403, "the segment is read-only to this server (another user's process?)", nullptr);
   if (!s.process_alive) return error(409, "the process is gone: nothing would apply", nullptr);

@@ -62,11 +62,12 @@ constexpr const char* kUsage =
     "  check FILE BUDGET ...               check a recording against budgets such as\n"
     "                                      'live_bytes<=64MiB', 'last(live_bytes)<=1MiB',\n"
     "                                      'growth(live_bytes)<=0' (exit 9: one is exceeded)\n"
-    "  serve --pid N [--host H] [--port P] [--interval MS]\n"
+    "  serve --pid N [--host H] [--port P] [--interval MS] [--history MIB]\n"
     "                                      serve the process over HTTP (127.0.0.1:8080 by\n"
     "                                      default; port 0 picks a free one) until Ctrl-C\n"
     "  serve --all [--host H] [--port P]   /metrics of every profiled process, for Prometheus\n"
-    "  run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done] -- program args\n"
+    "  run [--host H] [--port P] [--interval MS] [--history MIB] [--lib PATH]\n"
+    "      [--exit-when-done] -- program args\n"
     "                                      start the program with liblivealloc.so preloaded and\n"
     "                                      profiling on, and serve it like serve (exit: its "
     "status)\n"
@@ -255,7 +256,7 @@ constexpr const char* kCheckHelp =
     "  memlive check run.jsonl 'last(live_bytes)<=1MiB' 'growth(live_bytes)<=0'\n";
 
 constexpr const char* kServeHelp =
-    "usage: memlive serve --pid N [--host H] [--port P] [--interval MS]\n"
+    "usage: memlive serve --pid N [--host H] [--port P] [--interval MS] [--history MIB]\n"
     "       memlive serve --all [--host H] [--port P]\n"
     "\n"
     "Serves the process's telemetry over HTTP at http://H:P/: the live page, /api/snapshot,\n"
@@ -279,11 +280,14 @@ constexpr const char* kServeHelp =
     "  --port P       the port, 8080 by default; 0 picks a free one (printed). In use: exit\n"
     "                 8; below 1024 without the privilege: exit 5\n"
     "  --interval MS  the default /api/stream interval, 50 to 60000 (default 80)\n"
+    "  --history MIB  the /api/history ring's size (the page fills gaps from it), 1 to 65536\n"
+    "                 MiB (default 32: 2.5 minutes of samples up to 55 KB, a few seconds of\n"
+    "                 2,000 threads); not with --all\n"
     "  -h, --help     this text\n";
 
 constexpr const char* kRunHelp =
-    "usage: memlive run [--host H] [--port P] [--interval MS] [--lib PATH] [--exit-when-done]\n"
-    "                   -- program [args ...]\n"
+    "usage: memlive run [--host H] [--port P] [--interval MS] [--history MIB] [--lib PATH]\n"
+    "                   [--exit-when-done] -- program [args ...]\n"
     "\n"
     "Starts the program with LD_PRELOAD=<liblivealloc.so> (prepended to an existing LD_PRELOAD)\n"
     "and LIVEALLOC_PROFILE=1, waits for its telemetry segment and serves it like `serve` at\n"
@@ -299,6 +303,8 @@ constexpr const char* kRunHelp =
     "  --host H          the IPv4 address to listen on (default 127.0.0.1; see `serve --help`)\n"
     "  --port P          the port, 8080 by default; 0 picks a free one (printed)\n"
     "  --interval MS     the default /api/stream interval, 50 to 60000 (default 80)\n"
+    "  --history MIB     the /api/history ring's size, 1 to 65536 MiB (default 32; see\n"
+    "                    `serve --help`)\n"
     "  --lib PATH        the liblivealloc.so to preload; by default the one beside memlive:\n"
     "                    <build>/allocator/ for <build>/memlive/memlive (a build tree), or\n"
     "                    <prefix>/" MEMLIVE_INSTALL_LIBDIR "/ for <prefix>/bin/memlive (installed)\n"
@@ -339,6 +345,9 @@ bool parse_number(const std::string& text, long long lo, long long hi, long long
   return true;
 }
 
+// The largest --history, in MiB: 64 GiB, past any history a machine would hold for a page.
+constexpr long long kMaxHistoryMib = 65536;
+
 // Options common to the verbs. Unknown ones are usage errors.
 struct args {
   int pid = 0;
@@ -350,6 +359,7 @@ struct args {
   std::string dir = "/dev/shm";  // hidden: --dir, for tests
   std::string out;
   long long interval_ms = -1, count = -1, duration_s = -1;
+  long long history_mib = -1;  // serve, run: --history
   bool clean = false, help = false;
   bool all = false;                  // snapshot --all, serve --all
   std::vector<std::string> positional;
@@ -476,6 +486,8 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
       if (!positive(std::numeric_limits<long long>::max(), &a->interval_ms, " of milliseconds",
                     /*saturate=*/true))
         return false;
+    } else if (arg == "--history") {
+      if (!positive(kMaxHistoryMib, &a->history_mib, " of MiB")) return false;
     } else if (arg == "--count") {
       if (!positive(1000000000, &a->count, "")) return false;
     } else if (arg == "--duration") {
@@ -691,7 +703,7 @@ int cmd_snapshot(const args& a) {
 // A segment whose process_alive() is false: its process is gone (exit 3), or it exec'd a program
 // without livealloc, whose pid lives on but reads no segment (exit 4).
 int fail_not_alive(const rd::segment& seg, int pid, const std::string& verb) {
-  if (exec_d_away(seg.take()))
+  if (exec_d_away(seg.head()))
     return fail(error_kind::no_segment,
                 "process " + std::to_string(pid) +
                     " exec'd a program without livealloc: nothing reads its stale segment; "
@@ -732,7 +744,7 @@ int cmd_tune(const args& a) {
   auto seg = open_or_report(a, true, &code);
   if (!seg) return code;
   if (!seg->process_alive()) return fail_not_alive(*seg, a.pid, "tune");
-  rd::snapshot before = seg->take();
+  rd::snapshot before = seg->head();
   if (!before.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + before.error);
   for (std::size_t i = 0; i < want.size(); ++i) {
     memlive::assignment& x = want[i];
@@ -760,7 +772,7 @@ int cmd_tune(const args& a) {
   if (!validated && !seg->process_alive())  // not pending: nobody is left to apply it
     return fail(error_kind::no_process, "process " + std::to_string(a.pid) +
                                             " exited before it validated the values");
-  rd::snapshot after = seg->take();
+  rd::snapshot after = seg->head();
   if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
   // The allocator counts what it rejects. A value in force that differs from ours while nothing
   // was rejected and `requested` holds another value is another writer's later change.
@@ -1010,7 +1022,7 @@ int cmd_record(const args& a) {
   // The process's start (its segment's): the recording ends with the process, not with an image
   // of it. After an exec the old image's segment is no longer attached (its lock went with the
   // image) while the new one has not published yet, or never will (a program without livealloc).
-  const std::uint64_t owner_start_ns = seg->take().start_ns;  // 0 if unreadable: the pid decides
+  const std::uint64_t owner_start_ns = seg->head().start_ns;  // 0 if unreadable: the pid decides
   const std::uint64_t start = monotonic_ms();
   const std::uint64_t end = a.duration_s > 0 ? start + std::uint64_t(a.duration_s) * 1000u : 0;
   std::string line;
@@ -1298,6 +1310,10 @@ int cmd_serve(const args& a) {
       return usage_error("--interval must be from 50 to 60000 ms", kServeHelp);
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
+  if (a.history_mib >= 0) {
+    if (a.all) return usage_error("--history is the page's: not with --all", kServeHelp);
+    opts.history_bytes = std::size_t(a.history_mib) << 20;
+  }
   if (a.all) return serve_all(a, opts);
   // Writable when we may (POST /api/options tunes), else read-only.
   memlive::open_result r = memlive::open_segment(a.pid, true, a.dir);
@@ -1310,10 +1326,10 @@ int cmd_serve(const args& a) {
   // A process that is gone (crashed, killed) left its last state: served, marked gone, as
   // snapshot prints it. One whose pid lives on in a program without livealloc (exec) is refused.
   const bool gone = !r.segment->process_alive();
-  if (gone && exec_d_away(r.segment->take())) return fail_not_alive(*r.segment, a.pid, "serve");
+  if (gone && exec_d_away(r.segment->head())) return fail_not_alive(*r.segment, a.pid, "serve");
   // The process's start, as its segment says: the note below is for the process's end, whose pid
   // may be reused.
-  const std::uint64_t owner_start_ns = r.segment->take().start_ns;  // 0, unreadable: the pid
+  const std::uint64_t owner_start_ns = r.segment->head().start_ns;  // 0, unreadable: the pid
 
   catch_stop_signals();
 
@@ -1455,6 +1471,7 @@ int cmd_run(const args& a) {
       return usage_error("--interval must be from 50 to 60000 ms", kRunHelp);
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
+  if (a.history_mib >= 0) opts.history_bytes = std::size_t(a.history_mib) << 20;
   in_addr addr{};
   if (!memlive::detail::parse_ipv4(opts.host, &addr))
     return usage_error("host '" + opts.host + "' is not an IPv4 address (or localhost)",
@@ -1674,8 +1691,8 @@ int main(int argc, char** argv) {
       {"record", "--pid --interval --out --count --duration --budget", kRecordHelp,
        cmd_record},
       {"check", "", kCheckHelp, cmd_check},
-      {"serve", "--pid --all --host --port --interval", kServeHelp, cmd_serve},
-      {"run", "--host --port --interval --lib --exit-when-done", kRunHelp, cmd_run},
+      {"serve", "--pid --all --host --port --interval --history", kServeHelp, cmd_serve},
+      {"run", "--host --port --interval --history --lib --exit-when-done", kRunHelp, cmd_run},
   };
   if (verb == "--help" || verb == "-h" || verb == "help") {  // memlive help [VERB]
     if (argc > 3) return usage_error(verb + " takes at most one verb");

@@ -117,8 +117,8 @@ def forget_segment(pid):
 
 
 class Workload:
-    def __init__(self, path, env=None):
-        args = [path] + ["%s:%d:%d:%d" % p for p in PLAN]
+    def __init__(self, path, env=None, plan=None):
+        args = [path] + ["%s:%d:%d:%d" % p for p in (plan or PLAN)]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=dict(os.environ, **(env or {})))
         line = self.proc.stdout.readline()
@@ -826,6 +826,13 @@ def check_errors(ml, workload_pid, tmp):
         (["serve"], "--pid N (or --all) is required"),
         (["serve", "--all", "--pid", "1"], "--all and --pid exclude each other"),
         (["serve", "--all", "--interval", "100"], "not with --all"),
+        (["serve", "--all", "--history", "64"], "--history is the page's: not with --all"),
+        (["serve", "--pid", str(workload_pid), "--port", "0", "--history", "0"],
+         "--history: '0' is not a positive number of MiB"),
+        (["serve", "--pid", str(workload_pid), "--port", "0", "--history", "65537"],
+         "--history: '65537' is too large (at most 65536)"),
+        (["run", "--port", "0", "--history", "1.5", "--", "true"],
+         "--history: '1.5' is not a positive number of MiB"),
         (["serve", "--pid", str(workload_pid), "--port", "70000"], "from 0 to 65535"),
         (["serve", "--pid", str(workload_pid), "--port", "0", "--interval", "20"],
          "from 50 to 60000"),

@@ -1072,6 +1072,36 @@ def cmd_serve(ml, wl):
             p.wait()
 
 
+def check_serve_history(ml, wl):
+    """serve --history MIB bounds /api/history: a workload of 240 threads (12 classes each)
+    whose samples are large enough for 1 MiB to hold a few, sampled for 4 s (16 history
+    steps)."""
+    plan = [("h%03d" % t, 16 << c, 3, 1) for t in range(240) for c in range(12)]
+    w = cli_test.Workload(wl, plan=plan)
+    p = None
+    try:
+        p = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0", "--history", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        m = re.search(r"at http://127\.0\.0\.1:(\d+)/", p.stdout.readline())
+        if not check(m, "serve --history 1 starts"):
+            return
+        port = int(m.group(1))
+        time.sleep(4)
+        st, _, body = request(port, "GET", "/api/history")
+        samples = json.loads(body) if st == 200 else []
+        sizes = [len(json.dumps(x, separators=(",", ":"))) for x in samples]
+        # Each sample is kept at its exact size, so 1 MiB holds at most 1 MiB / smallest + 1.
+        bound = (1 << 20) // min(sizes) + 1 if sizes else 0
+        check(st == 200 and 1 <= len(samples) <= bound and len(samples) < 12,
+              "serve --history 1: /api/history holds what 1 MiB holds (%d samples of %s bytes; "
+              "at most %d; unbounded, 4 s make 16)" % (len(samples), sizes[:1], bound))
+    finally:
+        w.kill()
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def read_until(p, pattern, timeout=TIMEOUT, stream="stdout"):
     """Lines of p.stdout (or p.stderr: stream="stderr") until one matches pattern: (match or
     None, lines read). Reads the raw fd (a buffered readline would hide lines already read from
@@ -1526,6 +1556,7 @@ def main():
             check_exec_unprofiled(a.memlive)
     else:
         cmd_serve(a.memlive, a.workload)
+        check_serve_history(a.memlive, a.workload)
     if failures:
         print("\n%d check(s) failed:" % len(failures))
         for f in failures:

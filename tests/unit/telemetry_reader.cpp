@@ -268,7 +268,8 @@ std::uint64_t own_start_ticks() {
 }
 
 // What a snapshot of fake_segment's default contents must hold, every field of it.
-void check_default_segment(const rd::snapshot& s) {
+// What segment::head() reads of the segment fake_segment writes by default.
+void check_default_head(const rd::snapshot& s) {
   REQUIRE_MESSAGE(s.ok(), s.error);
   CHECK(s.pid == getpid());
   CHECK(s.program == "test_program");
@@ -311,7 +312,10 @@ void check_default_segment(const rd::snapshot& s) {
   REQUIRE(s.find_option("test_flag") != nullptr);
   CHECK(s.find_option("test_flag")->is_bool);
   CHECK(s.find_option("nope") == nullptr);
+}
 
+void check_default_segment(const rd::snapshot& s) {
+  check_default_head(s);
   // Slots 0 and 1 alive, 2 exited, 3 (overflow) unused and skipped.
   REQUIRE(s.threads.size() == 3);
   const char* names[] = {"main", "worker", "gone"};
@@ -407,6 +411,18 @@ TEST_CASE("a valid segment reads back exactly") {
   CHECK(seg->threads_alive() == 2);
 
   SUBCASE("into a new snapshot") { check_default_segment(seg->take()); }
+  SUBCASE("its head alone: header and options, nothing that grows with the threads") {
+    const rd::snapshot h = seg->head();
+    check_default_head(h);
+    CHECK(h.threads.empty());
+    CHECK(h.free_matrix.empty());
+    CHECK(h.resident_bytes == 0);
+    f.write(dir.file(getpid()), 100);  // the file cut under the mapping
+    const rd::snapshot cut = seg->head();
+    CHECK(contains(cut.error, "truncated while mapped"));
+    CHECK(cut.options.empty());
+    CHECK(cut.pid == 0);
+  }
   SUBCASE("into a snapshot that held another, reusing its memory") {
     rd::snapshot s = junk_snapshot();
     const rd::thread_view* memory = s.threads.data();
@@ -516,6 +532,11 @@ TEST_CASE("free matrix cells read back, also in rows whose slot's counters show 
     CHECK(s.free_matrix[i].owner_slot == cells[i].owner_slot);
     CHECK(s.free_matrix[i].blocks == cells[i].blocks);
   }
+  const rd::snapshot h = seg->head();  // no matrix, no threads
+  REQUIRE_MESSAGE(h.ok(), h.error);
+  CHECK(h.free_matrix.empty());
+  CHECK(h.threads.empty());
+  CHECK(h.slot_count == 0);
 }
 
 TEST_CASE("live saturates at zero instead of wrapping") {
