@@ -604,19 +604,41 @@ int cmd_list(const args& a) {
 }
 
 // Opens the segment of --pid, or prints why not and returns the exit code in *code.
+// Of a snapshot that reads not alive: whether its process (pid and start time) runs on, which
+// means it exec'd a program without livealloc, rather than being gone.
+bool exec_d_away(const rd::snapshot& last) {
+  return last.ok() && rd::segment_owner_alive(last.pid, last.start_ns);
+}
+
+// A segment that reads not alive while its process runs on may be that of one image of an exec
+// chain, met between two of them: a wrapper script or pyenv's shim execs the program, and each
+// preloaded image publishes its own segment under the name as it loads. `serve --pid $!` read
+// such a gap as "exec'd a program without livealloc" (10 times in 12 behind a wrapper script).
+// Waits up to kPublishWaitMs for the next image's segment (and the one after it), then gives
+// what it has: the segment of an image still running, or the last one, which the caller reports.
+void await_next_image(std::unique_ptr<rd::segment>* seg) {
+  const std::uint64_t until = rd::detail::monotonic_ms() + memlive::detail::kPublishWaitMs;
+  while (!(*seg)->process_alive() && exec_d_away((*seg)->head()) &&
+         rd::detail::monotonic_ms() < until) {
+    std::string err;
+    if (std::unique_ptr<rd::segment> next = (*seg)->successor(&err)) {
+      *seg = std::move(next);
+      continue;
+    }
+    const timespec step{0, 20 * 1000000};
+    nanosleep(&step, nullptr);
+  }
+}
+
 std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int* code) {
   memlive::open_result r = memlive::open_segment(a.pid, for_tuning, a.dir);
   if (!r.segment)
     *code = fail(r.kind, r.error + (r.kind == error_kind::no_process
                                         ? "; `memlive list` shows the processes that publish one"
                                         : ""));
+  else
+    await_next_image(&r.segment);
   return std::move(r.segment);
-}
-
-// Of a snapshot that reads not alive: whether its process (pid and start time) runs on, which
-// means it exec'd a program without livealloc, rather than being gone.
-bool exec_d_away(const rd::snapshot& last) {
-  return last.ok() && rd::segment_owner_alive(last.pid, last.start_ns);
 }
 
 // The note for a snapshot with threads in the overflow slot (`who`: "" or "process N: ").
@@ -1323,6 +1345,7 @@ int cmd_serve(const args& a) {
     read_only = true;
   }
   if (!r.segment) return fail(r.kind, r.error);
+  await_next_image(&r.segment);
   // A process that is gone (crashed, killed) left its last state: served, marked gone, as
   // snapshot prints it. One whose pid lives on in a program without livealloc (exec) is refused.
   const bool gone = !r.segment->process_alive();

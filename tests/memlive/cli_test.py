@@ -1113,6 +1113,60 @@ def check_exec_without_livealloc(ml, wl):
         w.kill()
 
 
+def check_exec_chain(ml, wl, tmp):
+    """A program reached through an exec chain (a wrapper script, pyenv's shim): memlive started
+    between two images, while the old image's segment reads not alive and the next has not
+    published, waits for the next (memlive/README.md, exit 4). serve and tune refused it with
+    exit 4, "exec'd a program without livealloc", and snapshot printed the old image, gone. Here
+    the gap is a shell without livealloc that sleeps 0.6 s before it execs the workload again."""
+    chain = os.path.join(tmp, "chain.sh")
+    with open(chain, "w") as f:
+        f.write("#!/bin/sh\nsleep 0.6\nexec %s alpha:16:10:0\n" % os.path.realpath(wl))
+    os.chmod(chain, 0o755)
+    shell = os.path.realpath("/bin/sh")
+    for verb in (["snapshot"], ["tune", "page_recycle=default"], ["serve", "--port", "0"]):
+        w = Workload(wl)
+        p = None
+        try:
+            w.proc.stdin.write("exec %s\n" % chain)
+            w.proc.stdin.flush()
+            deadline = time.monotonic() + TIMEOUT
+            while time.monotonic() < deadline and \
+                    os.path.realpath("/proc/%d/exe" % w.pid) != shell:
+                time.sleep(0.005)
+            t0 = time.monotonic()
+            p = subprocess.Popen([ml, verb[0], "--pid", str(w.pid)] + verb[1:],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if verb[0] == "serve":
+                line = p.stdout.readline()
+                m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
+                health = None
+                if m:
+                    with urllib.request.urlopen("http://127.0.0.1:%s/healthz" % m.group(1),
+                                                timeout=TIMEOUT) as h:
+                        health = json.loads(h.read())
+                p.terminate()
+                out, err = p.communicate(timeout=TIMEOUT)
+                ok = health is not None and health["alive"] is True and p.returncode == 0
+                got = "%s %s" % (line.strip(), health)
+            else:
+                out, err = p.communicate(timeout=TIMEOUT)
+                ok = p.returncode == 0 and "exec'd" not in err
+                if verb[0] == "snapshot" and ok:
+                    snap = json.loads(out)
+                    ok = snap["alive"] is True and snap["pid"] == w.pid
+                got = "%d: %s" % (p.returncode, err.strip()[:200])
+            check(ok and w.proc.stdout.readline().startswith("ready "),
+                  "%s started between two images of an exec chain waits for the next, not "
+                  "'exec'd a program without livealloc' (%.2f s; %s)" %
+                  (verb[0], time.monotonic() - t0, got))
+        finally:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+            w.kill()
+
+
 def check_record_follows_exec(ml, wl, tmp):
     """A process that execs a program with livealloc publishes a new segment under the same
     name, and record follows it at its next sample (memlive/README.md): it must not take the
@@ -2110,6 +2164,7 @@ def cmd_cli(ml, wl):
         check_record(ml, w.pid, tmp)
         check_record_signal_window(ml, w.pid, tmp)
         check_record_follows_exec(ml, wl, tmp)
+        check_exec_chain(ml, wl, tmp)
         check_errors(ml, w.pid, tmp)
 
         # Record until the process exits: a final sample, and the exit reported.
