@@ -2948,10 +2948,11 @@ inline bool process_init() noexcept {
       int err = table_enable();
       if (err) {
         message m;
-        m << "livealloc: LIVEALLOC_PROFILE=1 but the telemetry segment cannot be published: "
-          << strerror(err);
-        if (err == ENOTSUP && g_table.file_error)  // why the segment is not a file
-          m << " (no file in /dev/shm: " << strerror(g_table.file_error) << ")";
+        m << "livealloc: LIVEALLOC_PROFILE=1 but the telemetry segment cannot be published: ";
+        if (err == ENOTSUP && g_table.file_error)  // the segment is no file: why (a full /dev/shm)
+          m << "no file in /dev/shm: " << strerror(g_table.file_error);
+        else
+          m << strerror(err);
         struct stat st;
         if ((err == EEXIST || err == EPERM || err == EACCES) && lstat(g_table.path, &st) == 0 &&
             st.st_uid != geteuid())  // another user's file under our name: /dev/shm is sticky

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -707,6 +708,10 @@ int cmd_snapshot(const args& a) {
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
   rd::snapshot s = seg->take();
+  if (s.ok() && !s.process_alive && exec_d_away(s)) {  // it exec'd since open_or_report's wait
+    await_next_image(&seg);
+    s = seg->take();
+  }
   if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
   if (!s.process_alive)
     std::fprintf(stderr,
@@ -791,9 +796,15 @@ int cmd_tune(const args& a) {
     if (g > generation) generation = g;
   }
   const bool validated = seg->wait_validated(generation, 2000);
-  if (!validated && !seg->process_alive())  // not pending: nobody is left to apply it
+  if (!validated && !seg->process_alive()) {  // not pending: nobody is left to apply it
+    if (exec_d_away(seg->head()))  // the values went with the image; the process runs on
+      return fail(error_kind::no_segment,
+                  "process " + std::to_string(a.pid) +
+                      " exec'd before it validated the values, which went with its old image "
+                      "(a new one starts from its environment's options); tune it again");
     return fail(error_kind::no_process, "process " + std::to_string(a.pid) +
                                             " exited before it validated the values");
+  }
   rd::snapshot after = seg->head();
   if (!after.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + after.error);
   // The allocator counts what it rejects. A value in force that differs from ours while nothing
@@ -1318,6 +1329,21 @@ int serve_all(const args& a, const memlive::options& opts) {
   return 0;
 }
 
+// civetweb's 24 workers each hold a connection, beside stdio, the segment and the listening
+// socket: with `ulimit -n 5` the server listened but could not accept, and its clients waited
+// for nothing while memlive said nothing.
+constexpr rlim_t kMinDescriptors = 32;
+
+// 0 when the process may open kMinDescriptors descriptors, else the error's exit code, said.
+int check_descriptors() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= kMinDescriptors) return 0;
+  return fail(static_cast<error_kind>(1),
+              "ulimit -n is " + std::to_string(r.rlim_cur) +
+                  ": the HTTP server needs at least " + std::to_string(kMinDescriptors) +
+                  " file descriptors (24 workers); raise it (ulimit -n 1024)");
+}
+
 int cmd_serve(const args& a) {
   if (a.all && a.have_pid) return usage_error("--all and --pid exclude each other", kServeHelp);
   if (!a.have_pid && !a.all) return usage_error("--pid N (or --all) is required", kServeHelp);
@@ -1336,6 +1362,7 @@ int cmd_serve(const args& a) {
     if (a.all) return usage_error("--history is the page's: not with --all", kServeHelp);
     opts.history_bytes = std::size_t(a.history_mib) << 20;
   }
+  if (const int code = check_descriptors()) return code;
   if (a.all) return serve_all(a, opts);
   // Writable when we may (POST /api/options tunes), else read-only.
   memlive::open_result r = memlive::open_segment(a.pid, true, a.dir);
@@ -1505,6 +1532,7 @@ int cmd_run(const args& a) {
                        kRunHelp);
   std::string lib, err;
   if (!find_library(a.lib, &lib, &err)) return usage_error(err);
+  if (const int code = check_descriptors()) return code;  // before the program starts
   // A port or host the server cannot listen on is found before the program starts (and again
   // by start(), below): the program must not run, and be killed, for a mistyped option.
   if (const int e = memlive::detail::probe_bind(addr, opts.port); e == EADDRINUSE) {
@@ -1609,6 +1637,12 @@ int cmd_run(const args& a) {
                      "statically linked or setuid program, or a library the loader refused: see "
                      "its message above); still waiting\n",
                      pid, lib.c_str());
+      else if (r.kind == memlive::error_kind::no_segment)  // the hint would be what run did
+        std::fprintf(stderr,
+                     "memlive: run: process %d maps %s but publishes no segment yet (the "
+                     "allocator says why on the program's stderr: a full /dev/shm, another "
+                     "user's file under its name); still waiting\n",
+                     pid, lib.c_str());
       else
         std::fprintf(stderr,
                      "memlive: run: process %d publishes no segment yet (%s); still waiting\n",
@@ -1619,7 +1653,8 @@ int cmd_run(const args& a) {
   if (!seg) {
     rd::remove_stale_segment(pid, a.dir);  // in case it published just before it ended
     std::fprintf(stderr,
-                 "memlive: process %d (%s) %s before publishing its telemetry; nothing to serve\n",
+                 "memlive: process %d (%s) %s before memlive could read its telemetry; nothing "
+                 "to serve\n",
                  pid, printable(a.program[0]).c_str(), describe_status(ws).c_str());
     return exit_code_of(ws);
   }

@@ -84,6 +84,10 @@ inline void worker(plan p) {
   for (void* b : kept) livealloc::deallocate(b);
 }
 
+// Set (by a workload's "pause"): the ticker allocates no more, so nothing reaches a slow path and
+// a tuning request stays pending.
+inline std::atomic<bool> g_ticker_paused{false};
+
 inline void ticker() {
   pthread_setname_np(pthread_self(), "ticker");
   for (;;) {
@@ -91,6 +95,7 @@ inline void ticker() {
       std::unique_lock<std::mutex> lock(g_mutex);
       if (g_cv.wait_for(lock, std::chrono::milliseconds(5), [] { return g_stop; })) return;
     }
+    if (g_ticker_paused.load()) continue;
     void* b[9];
     for (void*& p : b) p = livealloc::allocate(256 * 1024);
     for (void* p : b) livealloc::deallocate(p);

@@ -10,7 +10,8 @@
 // of any plan). When every planned allocation is done it prints "ready <pid>"; it exits cleanly
 // (unlinking its segment) at end of input or on a line "quit". A line "exec PROGRAM ARG..."
 // replaces it with PROGRAM (a program without livealloc: its segment stays behind, stale; this
-// workload itself: its new image publishes a new segment under the same name).
+// workload itself: its new image publishes a new segment under the same name). A line "pause"
+// stops the ticker: a tuning request then stays pending.
 #include <unistd.h>
 
 #include <iostream>
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::string line;
   while (std::getline(std::cin, line) && line != "quit") {
+    if (line == "pause") g_ticker_paused = true;
     if (line.compare(0, 5, "exec ") != 0) continue;
     std::istringstream words(line.substr(5));
     std::vector<std::string> args;
