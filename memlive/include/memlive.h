@@ -400,6 +400,21 @@ __attribute__((always_inline)) inline unsigned hook_class(std::size_t block) noe
   return block <= la::kMaxSmall ? la::size_class(block) : 0u;
 }
 
+// The process's large_bytes, shared by every thread, under sizes the program gives: an on_free
+// with no on_alloc before it (a block allocated before the hooks were in place) made it wrap to
+// about 16 EiB, and live_bytes with it. It stays within 0 and 2^64 - 1 instead.
+inline void add_saturating(std::atomic<std::uint64_t>& a, std::uint64_t n) noexcept {
+  std::uint64_t v = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(v, v + n < v ? ~std::uint64_t(0) : v + n,
+                                  std::memory_order_relaxed)) {
+  }
+}
+inline void sub_saturating(std::atomic<std::uint64_t>& a, std::uint64_t n) noexcept {
+  std::uint64_t v = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(v, v > n ? v - n : 0, std::memory_order_relaxed)) {
+  }
+}
+
 // One allocation of `requested` bytes in a block of `block` bytes (the block decides the class).
 // Single writer (this thread): relaxed loads and stores, as livealloc's fast path. allocs grows
 // before anything that balances it (TELEMETRY.md, writer rule 4).
@@ -420,7 +435,7 @@ __attribute__((always_inline)) inline void hook_alloc(std::size_t requested,
                              k[tl::c_foreign_allocs].load(rlx);
   if (static_cast<std::int64_t>(live) > static_cast<std::int64_t>(k[tl::c_peak_live].load(rlx)))
     k[tl::c_peak_live].store(live, rlx);
-  if (cls == 0) la::g_proc->large_bytes.fetch_add(block, rlx);
+  if (cls == 0) add_saturating(la::g_proc->large_bytes, block);
 }
 
 __attribute__((always_inline)) inline void hook_free(std::size_t block) noexcept {
@@ -430,7 +445,7 @@ __attribute__((always_inline)) inline void hook_free(std::size_t block) noexcept
   const unsigned cls = hook_class(block);
   std::atomic<std::uint64_t>& frees = h->stats[cls].v[tl::c_frees];
   frees.store(frees.load(rlx) + 1, rlx);
-  if (cls == 0) la::g_proc->large_bytes.fetch_sub(block, rlx);
+  if (cls == 0) sub_saturating(la::g_proc->large_bytes, block);
 }
 
 // While one lives, the calling thread's allocations are memlive's own and not counted (memlive's
@@ -1691,11 +1706,15 @@ inline options_request check_options_body(const std::string& body,
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& v = it.value();
+    // Names in any case, as `tune` and livealloc::set_option take them ("PAGE_RECYCLE").
     const rd::option_view* o = nullptr;
     for (const rd::option_view& p : published)
-      if (p.name == name) o = &p;
+      if (detail::iequals(p.name, name)) o = &p;
     assignment a;
-    a.name = name;
+    a.name = o ? o->name : name;
+    for (const assignment& before : r.values)
+      if (before.name == a.name)  // {"page_recycle": 3, "PAGE_RECYCLE": 4}
+        return fail("option '" + a.name + "' given twice; nothing applied", &name);
     // A number with a fraction or an exponent is decided on its digits, as `tune` decides it:
     // 1e3 and 8.0 are whole, 1e-400 is not (a double holds 0), 1e400 is past 64 bits.
     std::int64_t whole_value = 0;
@@ -2899,8 +2918,10 @@ inline void server::stream(mg_connection* conn, const char* query, bool head_onl
   }
 }
 
-// A dotted IPv4 address, or "localhost" in any case (host names are case-insensitive).
+// A dotted IPv4 address, or "localhost" in any case (host names are case-insensitive). A NUL in
+// the string is refused: "127.0.0.1\0junk" was read as 127.0.0.1.
 inline int parse_ipv4(const std::string& host, in_addr* out) {
+  if (host.find('\0') != std::string::npos) return 0;
   return inet_pton(AF_INET, iequals(host, "localhost") ? "127.0.0.1" : host.c_str(), out) == 1;
 }
 
@@ -3234,6 +3255,9 @@ inline std::string enable_error(int e) {
     m += " (" + path + " is published by another copy of livealloc in this process, the " +
          "LD_PRELOAD library: start the program without LIVEALLOC_PROFILE=1, which `memlive " +
          "run` sets, for this copy to publish its own)";
+  if (e == ENOENT)  // table_enable's answer once disable() took the name
+    m += " (was livealloc::telemetry::disable() called? It removes the segment's name for good: "
+         "a process publishes it once)";
   return m;
 }
 

@@ -901,6 +901,17 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
   CHECK(got["page_recycle"] == 8);
   CHECK(got["hugepages"] == 1);
   CHECK(check_options_body(R"({"hugepages": 0})", s.options).ok());
+  // Names in any case, as tune takes them; stored under the published name.
+  const auto upper = check_options_body(R"({"PAGE_RECYCLE": 9, "HugePages": false})", s.options);
+  REQUIRE(upper.ok());
+  std::map<std::string, std::int64_t> named;
+  for (const auto& a : upper.values) named[a.name] = a.value;
+  CHECK(named == std::map<std::string, std::int64_t>{{"hugepages", 0}, {"page_recycle", 9}});
+  const auto twice = check_options_body(R"({"page_recycle": 3, "PAGE_RECYCLE": 4})", s.options);
+  CHECK_FALSE(twice.ok());
+  CHECK(twice.error == "option 'page_recycle' given twice; nothing applied");
+  CHECK((twice.field == "PAGE_RECYCLE" || twice.field == "page_recycle"));
+  CHECK(twice.values.empty());
   // A whole number written as a float (1e3, 8.0: Python's json.dumps of a float) is that integer.
   for (const char* body : {R"({"page_recycle": 1e3})", R"({"page_recycle": 1000.0})",
                            R"({"page_recycle": 10E2})", R"({"page_recycle": 1.000e+3})"}) {
@@ -1018,6 +1029,9 @@ TEST_CASE("parse_ipv4: a dotted address, or localhost in any case") {
     INFO(host);
     CHECK(memlive::detail::parse_ipv4(host, &a) == 0);
   }
+  using namespace std::string_literals;  // a NUL inside: inet_pton would stop there
+  CHECK(memlive::detail::parse_ipv4("127.0.0.1\0junk"s, &a) == 0);
+  CHECK(memlive::detail::parse_ipv4("localhost\0"s, &a) == 0);
 }
 
 TEST_CASE("open_segment classifies failures") {

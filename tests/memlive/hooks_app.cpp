@@ -18,6 +18,7 @@
 //   start / stop                 memlive::start() on port 0 / memlive::stop(); "ok port=P pid=N"
 //   json                         "ok <memlive::take_snapshot() as JSON>"
 //   bench N                      a new thread times N x (on_alloc + on_free) of 64 bytes; "ok ns=X"
+//   stray SIZE                   this thread calls on_free(p, SIZE) with no on_alloc before; "ok"
 //   quit                         (or end of input) exits 0
 // KIND: hook (malloc + on_alloc, on_free + free), malloc (malloc/free, nothing else), and
 // pairs of replaceable global forms that between them call all 20 of C++17 (align: 64):
@@ -444,6 +445,10 @@ int main() {
       std::printf("ok\n");
     } else if (std::strncmp(line, "json", 4) == 0) {
       print_json();
+    } else if (std::sscanf(line, "stray %zu", &count) == 1) {
+      static char never_counted;
+      memlive::on_free(&never_counted, count);
+      std::printf("ok\n");
     } else if (std::sscanf(line, "bench %zu", &count) == 1 && count > 0) {
       bench_arg arg{count, 0};
       pthread_t t;
