@@ -564,7 +564,10 @@ int cmd_list(const args& a) {
     for (const rd::segment_entry& e : entries) {
       std::string state;
       struct stat st;
-      if (lstat(e.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      const int found = lstat(e.path.c_str(), &st) == 0 ? 0 : errno;
+      if (found == ENOENT) continue;  // removed since it was listed (or its name being replaced,
+                                      // by an exec: it read "not a regular file")
+      if (found != 0 || !S_ISREG(st.st_mode)) {
         // A directory, FIFO or symbolic link with the name: never ours, never swept.
         state = "not a segment: " + (e.valid ? std::string("not a regular file") : e.error);
       } else if (e.stale) {  // what --clean removes

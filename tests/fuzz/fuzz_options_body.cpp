@@ -4,8 +4,8 @@
 // here from nlohmann's SAX parser and the option table (not from memlive's code):
 //  - the body is malformed exactly when the reference finds it malformed, a number past a
 //    double's range (1e400) being well-formed JSON: refused as "malformed JSON", field null;
-//  - accepted exactly when the reference accepts: an object, not empty, no name twice, every
-//    member a published, live option with a value within [min, max] (0 or 1 for a bool): a bool
+//  - accepted exactly when the reference accepts: an object, not empty, no name twice (also in
+//    two cases), every member a published, live option (its name in any case) with a value within [min, max] (0 or 1 for a bool): a bool
 //    for a bool option, an integer, or a number with a fraction or an exponent that is whole,
 //    decided on its digits (fuzz::reference_json_whole: 8.0000000000000000001 is not 8);
 //  - accepted: one value per member, equal to the reference's;
@@ -96,9 +96,20 @@ reference read(std::string body) {
   }
 }
 
+// The published option a member names, in any case (as `tune` takes names), or nullptr.
+const fuzz::rd::option_view* named(const std::string& name) {
+  const auto lower = [](std::string t) {
+    for (char& c : t) c = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
+    return t;
+  };
+  for (const fuzz::rd::option_view& o : options())
+    if (lower(o.name) == lower(name)) return &o;
+  return nullptr;
+}
+
 // The value a member may set its option to, or false when it is refused.
 bool member_value(const reference& ref, const std::string& name, std::int64_t* out) {
-  const fuzz::rd::option_view* o = fuzz::find(options(), name);
+  const fuzz::rd::option_view* o = named(name);
   if (!o || !o->live) return false;
   const nlohmann::json& v = ref.j.at(name);
   std::int64_t x = 0;
@@ -131,9 +142,12 @@ verdict expected(const reference& ref, std::map<std::string, std::int64_t>* want
   if (!ref.well_formed) return {verdict::malformed, ""};
   if (!ref.j.is_object() || ref.j.empty()) return {verdict::body, ""};
   for (auto it = ref.j.begin(); it != ref.j.end(); ++it) {
+    const fuzz::rd::option_view* o = named(it.key());
+    const std::string option = o ? o->name : it.key();
+    if (want->count(option)) return {verdict::member, it.key()};  // given twice, in two cases
     std::int64_t v = 0;
     if (!member_value(ref, it.key(), &v)) return {verdict::member, it.key()};
-    (*want)[it.key()] = v;
+    (*want)[option] = v;
   }
   return {};
 }
