@@ -1534,8 +1534,9 @@ int cmd_run(const args& a) {
                        "this machine (or 127.0.0.1)",
                        kRunHelp);
   std::string lib, err;
+  // Before the library's checks: a sanitizer build has none, and the limit is the shell's.
+  if (const int code = check_descriptors()) return code;
   if (!find_library(a.lib, &lib, &err)) return usage_error(err);
-  if (const int code = check_descriptors()) return code;  // before the program starts
   // A port or host the server cannot listen on is found before the program starts (and again
   // by start(), below): the program must not run, and be killed, for a mistyped option.
   if (const int e = memlive::detail::probe_bind(addr, opts.port); e == EADDRINUSE) {
