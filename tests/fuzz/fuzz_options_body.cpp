@@ -5,9 +5,10 @@
 //  - the body is malformed exactly when the reference finds it malformed, a number past a
 //    double's range (1e400) being well-formed JSON: refused as "malformed JSON", field null;
 //  - accepted exactly when the reference accepts: an object, not empty, no name twice (also in
-//    two cases), every member a published, live option (its name in any case) with a value within [min, max] (0 or 1 for a bool): a bool
-//    for a bool option, an integer, or a number with a fraction or an exponent that is whole,
-//    decided on its digits (fuzz::reference_json_whole: 8.0000000000000000001 is not 8);
+//    two cases), every member a published, live option (its name in any case) with a value
+//    within [min, max] (0 or 1 for a bool): a bool for a bool option, an integer, or a number
+//    with a fraction or an exponent that is whole, decided on its digits
+//    (fuzz::reference_json_whole: 8.0000000000000000001 is not 8);
 //  - accepted: one value per member, equal to the reference's;
 //  - refused: no values, a message, and a field that is null for the body as a whole (malformed,
 //    not an object, empty), else the name given twice or the first member (in name order, as
