@@ -1097,23 +1097,27 @@ def check_exec_without_livealloc(ml, wl):
         line = listed(ml, w.pid)
         check(line is not None and "exec'd a program without livealloc" in line,
               "list calls it stale: %s" % line)
-        r = run([ml, "tune", "--pid", str(w.pid), "page_recycle=3"])
-        check(r.returncode == 4 and "exec'd a program without livealloc" in r.stderr and
-              not r.stdout,
-              "tune after an exec without livealloc: exit 4, nothing stored (was: pending) "
-              "(%d: %s%s)" % (r.returncode, r.stdout.strip(), r.stderr.strip()))
-        for verb in (["record", "--interval", "100", "--count", "2", "--out", "-"],
-                     ["serve", "--port", "0"]):
-            r = run([ml, verb[0], "--pid", str(w.pid)] + verb[1:])
-            # Each waits 2 s for a new image first: meanwhile a profiled process of a test run
-            # alongside may sweep the stale segment away (then "publishes no telemetry segment").
-            swept = not os.path.exists("/dev/shm/livealloc.%d" % w.pid) and \
-                "publishes no telemetry segment" in r.stderr
-            check(r.returncode == 4 and not r.stdout and
-                  (swept or ("exec'd a program without livealloc" in r.stderr and
-                             ("nothing to " + verb[0]) in r.stderr)),
-                  "%s after an exec without livealloc: exit 4, as tune (was: 'gone', exit 3) "
-                  "(%d: %s%s)" % (verb[0], r.returncode, r.stdout.strip(), r.stderr.strip()))
+        # Started together: each opens the segment at once, then waits 2 s for a new image, so
+        # a profiled process of a test run alongside (ctest -j2) has no time to sweep the stale
+        # segment away before all three hold it.
+        verbs = (["tune", "page_recycle=3"],
+                 ["record", "--interval", "100", "--count", "2", "--out", "-"],
+                 ["serve", "--port", "0"])
+        procs = [subprocess.Popen([ml, v[0], "--pid", str(w.pid)] + v[1:],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for v in verbs]
+        for v, p in zip(verbs, procs):
+            out, err = p.communicate(timeout=TIMEOUT)
+            if v[0] == "tune":
+                check(p.returncode == 4 and "exec'd a program without livealloc" in err and
+                      not out,
+                      "tune after an exec without livealloc: exit 4, nothing stored (was: "
+                      "pending) (%d: %s%s)" % (p.returncode, out.strip(), err.strip()))
+            else:
+                check(p.returncode == 4 and "exec'd a program without livealloc" in err and
+                      ("nothing to " + v[0]) in err and not out,
+                      "%s after an exec without livealloc: exit 4, as tune (was: 'gone', exit "
+                      "3) (%d: %s%s)" % (v[0], p.returncode, out.strip(), err.strip()))
     finally:
         w.kill()
 
