@@ -624,7 +624,10 @@ inline int parse_number(const char* s, long long* out) noexcept {
   }
   if (*s) return 0;
   for (; nd && d[nd - 1] == '0'; --nd) ++exp;  // "8.0" is 8, "80" is 8 x 10^1
-  if (nd == 0) return *out = 0, 1;
+  if (nd == 0) {
+    *out = 0;
+    return 1;
+  }
   if (exp < 0) return -2;
   if (nd + exp > 19) return -1;
   unsigned long long v = 0;
@@ -644,9 +647,15 @@ inline bool parse_value(const char* s, bool is_bool, long long* out) noexcept {
     const char* yes[] = {"true", "yes", "on"};
     const char* no[] = {"false", "no", "off"};
     for (const char* w : yes)
-      if (strcasecmp(s, w) == 0) return *out = 1, true;
+      if (strcasecmp(s, w) == 0) {
+        *out = 1;
+        return true;
+      }
     for (const char* w : no)
-      if (strcasecmp(s, w) == 0) return *out = 0, true;
+      if (strcasecmp(s, w) == 0) {
+        *out = 0;
+        return true;
+      }
   }
   return parse_number(s, out) == 1;
 }
@@ -676,7 +685,10 @@ inline int near_option(const char* name, std::size_t len) noexcept {
         cur[j] = d;
       }
     }
-    if (row[len % 3][m] < best_d) best_d = row[len % 3][m], best = k;
+    if (row[len % 3][m] < best_d) {
+      best_d = row[len % 3][m];
+      best = k;
+    }
   }
   return best;
 }
@@ -2630,6 +2642,18 @@ inline bool table_name_mapped_here(const char* path) noexcept {
 
 inline bool process_init() noexcept;
 
+// `profile` tells whether the segment has its name, however it got it (LIVEALLOC_PROFILE=1 or
+// telemetry::enable()), in get_option() and in the control block memlive shows. With
+// g_table.lock held.
+inline void table_note_profile(long long on) noexcept {
+  g_options.v[opt_profile].store(on, std::memory_order_relaxed);
+  if (telemetry::control_block* c = g_table.control) {
+    telemetry::option_entry& e = *telemetry::option_at(c, static_cast<unsigned>(opt_profile));
+    e.requested.store(on, std::memory_order_relaxed);
+    e.effective.store(on, std::memory_order_relaxed);
+  }
+}
+
 // Gives the segment its name /dev/shm/livealloc.<pid>. 0, or an errno value: EBUSY when a running
 // process holds a file under that name: one with our pid in another pid namespace, or (rarely) a
 // descriptor or reader that kept a gone process's file open (see table_name_held); the name stays
@@ -2670,6 +2694,7 @@ inline int table_enable() noexcept {
       result = errno;
     } else {
       g_table.linked = true;
+      table_note_profile(1);
       g_table.name_dev = g_table.dev;
       g_table.name_ino = g_table.ino;
       sweep = true;
@@ -2710,6 +2735,7 @@ inline int table_disable() noexcept {
   g_table.want_linked = false;
   if (!g_table.linked) return 0;
   g_table.linked = false;
+  table_note_profile(0);
   return table_unlink_name();
 }
 

@@ -472,7 +472,10 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
   using H = telemetry::segment_header;
   const std::string truncated = "truncated: " + num(size) + " bytes, smaller than the " +
                                 num(kHeaderSize) + "-byte segment header";
-  if (size < sizeof(telemetry::kMagic)) return set(error, truncated), false;
+  if (size < sizeof(telemetry::kMagic)) {
+    set(error, truncated);
+    return false;
+  }
   bool zero = true, match = true;
   for (std::size_t i = 0; i < sizeof(telemetry::kMagic); ++i) {
     auto c = static_cast<char>(__atomic_load_n(p + i, __ATOMIC_RELAXED));
@@ -485,15 +488,24 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
         "that is creating its segment shows this for a moment");
     return false;
   }
-  if (!match) return set(error, "not a livealloc telemetry segment: wrong magic number"), false;
-  if (size < offsetof(H, version) + 4) return set(error, truncated), false;
+  if (!match) {
+    set(error, "not a livealloc telemetry segment: wrong magic number");
+    return false;
+  }
+  if (size < offsetof(H, version) + 4) {
+    set(error, truncated);
+    return false;
+  }
   std::uint32_t version = load<std::uint32_t>(p, offsetof(H, version));
   if (version != telemetry::kVersion) {
     set(error, "version " + num(std::uint64_t(version)) + "; this reader reads version " +
                    num(std::uint64_t(telemetry::kVersion)));
     return false;
   }
-  if (size < kHeaderSize) return set(error, truncated), false;
+  if (size < kHeaderSize) {
+    set(error, truncated);
+    return false;
+  }
   std::uint32_t header_size = load<std::uint32_t>(p, offsetof(H, header_size));
   if (header_size != kHeaderSize) {
     set(error, "header_size is " + num(std::uint64_t(header_size)) + "; version 1 has a " +
@@ -554,7 +566,7 @@ inline bool read_layout(const unsigned char* p, std::uint64_t size, layout* l, s
       load<std::uint32_t>(p, l->control_offset + offsetof(telemetry::control_block, option_size));
   if (l->option_size != sizeof(telemetry::option_entry)) {
     set(error, "option_size is " + num(std::uint64_t(l->option_size)) + "; version 1 has " +
-                   num(std::uint64_t(sizeof(telemetry::option_entry))) + "-byte options");
+                   num(sizeof(telemetry::option_entry)) + "-byte options");
     return false;
   }
   std::uint64_t options_offset = l->control_offset + kControlHeaderSize;

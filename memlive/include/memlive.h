@@ -499,7 +499,7 @@ inline std::size_t own_thread_begin(const char* name) noexcept {
   if (h != &la::g_empty_heap) la::slot_read_name(h);
   const own_thread e{gettid_now(), la::realtime_ns(), 0};
   std::lock_guard<std::mutex> lock(g_own.mutex);
-  const std::size_t i = static_cast<std::size_t>(g_own.added++ % kOwnThreads);
+  const std::size_t i = g_own.added++ % kOwnThreads;
   g_own.entries[i] = e;
   return i + 1;
 }
@@ -631,14 +631,18 @@ inline std::size_t utf8_length(const unsigned char* s, std::size_t i, std::size_
   std::size_t len;
   std::uint32_t cp;
   if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    len = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF)
-    len = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4)
-    len = 4, cp = c & 0x07;
-  else
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
     return 0;
+  }
   if (i + len > n) return 0;
   for (std::size_t k = 1; k < len; ++k) {
     if ((s[i + k] & 0xC0) != 0x80) return 0;
@@ -3283,7 +3287,7 @@ inline status start_locked(global_server& g, const options& o) {
     return st;
   }
   std::string err;
-  std::unique_ptr<rd::segment> seg = rd::segment::open_pid(static_cast<int>(getpid()), &err);
+  std::unique_ptr<rd::segment> seg = rd::segment::open_pid(getpid(), &err);
   if (!seg) {
     st.error = start_error::telemetry;
     st.message = "cannot open this process's telemetry segment: " + err;
@@ -3354,7 +3358,7 @@ inline bool take_snapshot(rd::snapshot* out, std::string* error) {
             "a take_snapshot() before exit keeps the segment open for those after";
     else if (e != 0)
       err = detail::enable_error(e);
-    else if ((g.self = rd::segment::open_pid(static_cast<int>(getpid()), &err)))
+    else if ((g.self = rd::segment::open_pid(getpid(), &err)))
       g.owner = getpid();
     if (!g.self && g.closed.load())  // not "is it running with ...?"
       err = std::string("memlive::take_snapshot(): ") + detail::kExitingMessage +

@@ -23,8 +23,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
 
 strict=(-Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow -Werror)
-if ! "$cxx" --version 2>/dev/null | grep -qi clang; then
+if "$cxx" --version 2>/dev/null | grep -qi clang; then
+  strict+=(-Wcomma)
+else
   strict+=(-Wmissing-declarations)  # gcc: the override's C23 functions need a prior declaration
+  strict+=(-Wuseless-cast)
 fi
 memlive=()
 for i in "${includes[@]}"; do

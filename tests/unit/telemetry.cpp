@@ -963,15 +963,36 @@ TEST_CASE("after the exit removed the name, enable() refuses and a fork child na
   CHECK(access(shm_path(c.pid).c_str(), F_OK) != 0);
 }
 
+namespace {
+
+// The `profile` option says whether the segment has its name, also when enable() gave it.
+long long profile_in_segment() {
+  std::string err;
+  auto seg = rd::segment::open_pid(getpid(), &err);
+  if (!seg) return -1;
+  for (const rd::option_view& o : seg->head().options)
+    if (o.name == "profile") return o.effective;
+  return -2;
+}
+
+long long profile_option() {
+  long long v = -1;
+  return la::get_option("profile", &v) ? v : -2;
+}
+
+}  // namespace
+
 TEST_CASE("enable after disable fails cleanly: Linux names an unnamed file only once") {
   const pid_t pid = fork();
   if (pid == 0) {  // a process of its own, so that the rest of the tests keep their segment
     int code = 0;
     const std::string path = shm_path(getpid());
     if (la::telemetry::enable() != 0 || access(path.c_str(), F_OK) != 0) code |= 1;
+    if (profile_option() != 1 || profile_in_segment() != 1) code |= 16;
     if (la::telemetry::disable() != 0 || access(path.c_str(), F_OK) == 0 ||
         la::telemetry::enabled())
       code |= 2;
+    if (profile_option() != 0) code |= 32;
     if (la::telemetry::enable() != ENOENT || la::telemetry::enabled() ||
         access(path.c_str(), F_OK) == 0)
       code |= 4;
