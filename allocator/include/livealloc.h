@@ -3756,6 +3756,9 @@ LIVEALLOC_NOINLINE inline void free_remote(heap* owner, unsigned cls, block* b) 
     }
     if (keep_foreign(h, owner, cls, b)) return;
   }
+  // A thread that only frees others' blocks (a consumer) has no allocation slow path: it applies
+  // new options here, where remote_batch acts.
+  if (LIVEALLOC_UNLIKELY(h->options_seen != options_gen())) heap_apply_options(h);
   bump(h->stats[cls].v[c_remote_sent]);
   matrix_count(h, owner);
   outbox_add(h, owner, b);

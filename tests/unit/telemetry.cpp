@@ -697,6 +697,42 @@ TEST_CASE("a changed threshold reaches every thread and changes behaviour") {
   REQUIRE(seg->set_option("purge_delay", 10, &err, &gen));
 }
 
+// A consumer thread frees what others allocate and allocates nothing itself, so it reaches no
+// allocation slow path; its remote frees are where remote_batch acts and where it applies it.
+TEST_CASE("a thread that only frees other threads' blocks applies a new remote_batch") {
+  auto seg = own_segment();
+  std::atomic<int> stage{0}, tid{0};
+  std::vector<void*> blocks;
+  std::thread consumer([&] {
+    la::deallocate(la::allocate(64));  // its heap, with the options of before
+    tid = my_tid();
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    for (void* p : blocks) la::deallocate(p);
+    stage = 3;
+    while (stage.load() != 4) std::this_thread::yield();  // alive for the snapshot
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  for (int i = 0; i < 4000; ++i) blocks.push_back(la::allocate(1500));
+  const rd::thread_view* t = by_tid(snap(*seg), tid.load());
+  REQUIRE(t);
+  const std::uint64_t flushes_before = t->flushes;
+  std::string err;
+  std::uint64_t gen = 0;
+  REQUIRE(seg->set_option("remote_batch", 1, &err, &gen));
+  stage = 2;
+  while (stage.load() != 3) std::this_thread::yield();
+  rd::snapshot s = snap(*seg);
+  t = by_tid(s, tid.load());
+  REQUIRE(t);
+  CHECK(t->applied_generation >= gen);
+  // A block a batch past the blocks its lists keep: about 3,950 batches of 1, not 124 of 32.
+  CHECK(t->flushes - flushes_before >= 3000);
+  stage = 4;
+  consumer.join();
+  REQUIRE(seg->set_option("remote_batch", 32, &err, &gen));
+}
+
 // This process's control block, written as a careless third party would, bypassing the
 // reader's checks.
 control_block* own_control() {
