@@ -15,7 +15,9 @@
 // done; exits at end of input (or SIGTERM). A line "exec" on its input makes it exec itself: a
 // new image under the same pid, whose counters start again (it prints "ready <pid>" again). A
 // line "threads N" starts N more threads, crowd-0 ... crowd-N-1, each keeping one block of
-// 64 B and parked, and prints "crowd <N>" once they all have.
+// 64 B and parked, and prints "crowd <N>" once they all have. A line "quiet" stops ticker and
+// swing allocating (the process then reaches no slow path: tuning requests wait) and prints
+// "quiet" once both have; "loud" starts them again.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -33,6 +35,8 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_quiet{false};
+std::atomic<int> g_quiet_threads{0};  // of ticker and swing, those that stopped for g_quiet
 std::mutex g_park_mutex;
 std::condition_variable g_park_cv;
 std::mutex g_mutex;
@@ -111,9 +115,23 @@ void cache() {
   park();
 }
 
+// True while g_quiet holds: the caller counts in g_quiet_threads once, and sleeps.
+bool quiet(bool* counted) {
+  if (!g_quiet.load()) {
+    *counted = false;
+    return false;
+  }
+  if (!*counted) ++g_quiet_threads;
+  *counted = true;
+  usleep(5000);
+  return true;
+}
+
 void ticker() {
   name("ticker");
+  bool counted = false;
   while (!g_stop.load()) {
+    if (quiet(&counted)) continue;
     void* p[9];
     for (void*& q : p) q = must_malloc(256 * 1024);
     for (void* q : p) std::free(q);
@@ -123,7 +141,9 @@ void ticker() {
 
 void swing() {
   name("swing");
+  bool counted = false;
   while (!g_stop.load()) {
+    if (quiet(&counted)) continue;
     void* p[64];
     for (void*& q : p) q = must_malloc(16 * 1024);
     usleep(200000);
@@ -167,6 +187,14 @@ int main(int, char** argv) {
       std::printf("crowd %d\n", n);
       std::fflush(stdout);
     }
+    if (std::strcmp(buf, "quiet\n") == 0) {
+      g_quiet_threads = 0;
+      g_quiet = true;
+      while (g_quiet_threads.load() < 2) usleep(1000);
+      std::printf("quiet\n");
+      std::fflush(stdout);
+    }
+    if (std::strcmp(buf, "loud\n") == 0) g_quiet = false;
     if (std::strcmp(buf, "exec\n") == 0) {
       execv("/proc/self/exe", argv);
       std::fprintf(stderr, "web_workload: exec failed: %s\n", std::strerror(errno));

@@ -239,7 +239,8 @@
     return { x: d.uptime / 1000, t: d.t, pid: d.s.pid, dead: d.s.alive === false, gen: d.s.control ? d.s.control.generation : 0,
       total: d.live, threads, classes: d.classes.map((k) => k.live),
       cls: d.classes.map((k) => [k.taken, k.released, k.kept, k.inUse, k.reserved, k.threads, k.liveBlocks]),
-      large: d.s.process.large_bytes || 0, mmaps: d.s.process.mmap_calls || 0 };
+      large: d.s.process.large_bytes || 0, mmaps: d.s.process.mmap_calls || 0,
+      munmaps: d.s.process.munmap_calls || 0 };
   }
 
   // Appends point p to a series unless it is not newer than the last one (history and stream
@@ -1423,6 +1424,10 @@
     row.msg.textContent = text;
     delete row.msg.dataset.unsent;
   }
+  // For messages a render repeats: the DOM is written only when the text changes.
+  function setMsgOnce(row, kind, text) {
+    if (row.msg.textContent !== text) setMsg(row, kind, text);
+  }
   // A JSON number as typed ("8.0", "1e3", "99999999999999999999") is sent as that number, byte
   // for byte (JSON.stringify of a Number would send 1e+20); true/false as booleans; anything
   // else as a string, so that the server's own validation (and its message) decides.
@@ -1478,8 +1483,26 @@
           && !row.sending && !state.pending.has(o.name) && row.input.getAttribute("aria-invalid") !== "true")
         row.input.value = String(o.effective);
       const p = state.pending.get(o.name);
-      if (!p || state.mode === "replay") continue;
-      if (s.control.validated_generation < p.generation) continue;
+      if (state.mode === "replay" || row.sending || row.msg.dataset.unsent) continue;
+      if (!p) {  // a value another writer asked for (or this page, before a reload)
+        if (o.requested !== o.effective) {
+          row.foreign = true;
+          setMsgOnce(row, "pending", "requested: " + o.requested + " (by memlive tune, another " +
+            "page, or this page before a reload); in force: " + o.effective + " until a thread " +
+            "of the process refills, where the allocator takes new values");
+        } else if (row.foreign) {
+          row.foreign = false;
+          setMsg(row, "ok", "in effect: " + o.effective);
+        }
+        continue;
+      }
+      if (s.control.validated_generation < p.generation) {
+        if (performance.now() - p.posted > 2000)
+          setMsgOnce(row, "pending", "sent (generation " + p.generation + "), not taken yet: " +
+            "the allocator takes new values when a thread of the process refills, and none has " +
+            "since (an idle process takes them when it next allocates)");
+        continue;
+      }
       // Another writer (a second page, `memlive tune`) may have set it since: the allocator
       // counts what it rejects.
       if (o.effective !== p.value && o.requested !== p.value && s.control.rejected === p.rejected) {
@@ -1561,7 +1584,8 @@
       why: fmtBytes(kept) + " of empty " + (lower.length > 1 ? "spans of " +
         plural(lower.length, "class") + " (" + someClasses(lower, 5) + ")"
         : fmtBytes(lower[0].k.size) + " spans") + " are kept and none was taken in " +
-        fmtDuration(seconds * 1000) + "; a lower threshold returns them" };
+        fmtDuration(seconds * 1000) + "; a lower threshold returns half of them, each " +
+        "thread's at its next refill (a thread that stays idle keeps its spans)" };
   }
   function option(s, name) { return s.options.find((o) => o.name === name); }
   function renderRecommendations(d) {
@@ -1591,15 +1615,18 @@
           if (!k.units) continue;
           const span = k.units * 65536;
           const back = Math.min(taken - taken0, released - released0); // released, then taken again
-          if (back > 0) {
+          // Not for spans that exited threads gave back (no running thread holds the class):
+          // a thread's spans go back at its exit, whatever the threshold.
+          if (back > 0 && k.maxPeak > 0) {
             // Keeping as many empty spans as the busiest thread holds at its peak means a
             // thread that swings between empty and its peak never gives spans back.
             const spans = Math.max(1, Math.ceil(k.maxPeak / Math.floor(span / k.size)));
             const want = Math.min(pr.max, Math.max(pr.effective + 1, spans * k.units));
             if (want > pr.effective) raise.push({ k, back, spans, want, threads });
           } else if (kept * span >= 4 * 1048576 && taken === taken0 && pr.effective > 0) {
-            // Half the spans this class keeps per thread, in units (0 once one is left).
-            const perThread = Math.max(1, Math.floor(pr.effective / k.units));
+            // Half the spans a thread keeps of this class, in units: a threshold above what the
+            // threads keep would return nothing (0 once one is left).
+            const perThread = Math.ceil(kept / Math.max(1, threads));
             const half = Math.floor(perThread / 2) * k.units;
             const want = Math.max(pr.min, Math.min(pr.effective - 1, half));
             lower.push({ k, kept: kept * span, want });
@@ -1617,7 +1644,8 @@
         for (let i = first; i < series.length; ++i) peak = Math.max(peak, series[i].large);
         const maps = now.mmaps - old.mmaps;
         const mib = Math.ceil(peak / 1048576);
-        if (maps > 10 && mib > lc.effective) {
+        // Mappings made and unmapped again: large blocks that only grow have nothing to cache.
+        if (maps > 10 && now.munmaps - old.munmaps > 10 && mib > lc.effective) {
           const want = Math.min(lc.max, Math.ceil(mib * 1.25));
           recs.push({ cls: 0, option: "large_cache", now: lc.effective, want,
             why: fmtInt(maps) + " mappings in " + fmtDuration(seconds * 1000) + " while large blocks peaked at " +

@@ -362,6 +362,42 @@ try {
   }).catch(async () => "(got) " + await page.textContent("#opt-page_recycle-msg"));
   check(!superseded.startsWith("(got)") && !/rejected/.test(superseded),
     "a value another writer replaced is reported as replaced, not rejected", superseded);
+  // A process that does not allocate takes no new value (the workload's ticker and swing stop):
+  // the page says why the value waits; a value another writer asked for shows in its row.
+  server.stdin.write("quiet\n");
+  await until("the workload to go quiet", () => /^quiet$/m.test(serverOut)).catch(() => {});
+  const msgOf = (name) => page.textContent("#opt-" + name + "-msg");
+  await input.fill("13");
+  await input.press("Enter");
+  const waiting = await until("the panel to say the value waits", async () => {
+    const text = await msgOf("page_recycle");
+    return /not taken yet: the allocator takes new values when a thread/.test(text) ? text : null;
+  }, 10000).catch(async () => "(got) " + await msgOf("page_recycle"));
+  const held = effective();
+  check(!waiting.startsWith("(got)") && held.effective === 11 && held.requested === 13,
+    "a value sent to a process that does not allocate is shown as not taken yet, and why",
+    JSON.stringify({ waiting, held }));
+  const post = (body) => fetch(base + "/api/options",
+    { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body) });
+  await post({ remote_batch: 5 });
+  const other = await until("the remote_batch row to show the value another writer asked for",
+    async () => {
+      const text = await msgOf("remote_batch");
+      return /^requested: 5 \(by memlive tune, .+; in force: 32 until/.test(text) ? text : null;
+    }, 10000).catch(async () => "(got) " + await msgOf("remote_batch"));
+  check(!other.startsWith("(got)"), "a value another writer asked for and not yet taken shows in " +
+    "its row", other);
+  server.stdin.write("loud\n");
+  await until("page_recycle = 13", () => (effective().effective === 13 ? true : null))
+    .catch(() => {});
+  const taken = await until("the remote_batch row to say it took effect", async () => {
+    const text = await msgOf("remote_batch");
+    return text === "in effect: 5" ? text : null;
+  }, 10000).catch(async () => "(got) " + await msgOf("remote_batch"));
+  check(effective().effective === 13 && taken === "in effect: 5",
+    "once the process allocates again both values take effect, and the row says so", taken);
+  await post({ remote_batch: 32 });
 
   // Recommendations: with page_recycle 0 the ticker gives its 256 KiB spans back and takes them
   // again every 5 ms; the page must notice and suggest keeping them, and Apply must set it.
@@ -864,6 +900,7 @@ try {
   // it to 1.25 x 200 MiB.
   await replayEdited("large_cache.jsonl", (j, i) => {
     j.process.mmap_calls = (j.process.mmap_calls || 0) + 6 * i;
+    j.process.munmap_calls = (j.process.munmap_calls || 0) + 6 * i;
     j.process.large_bytes = (i === 2 ? 200 : 50) * 1048576;
   });
   const lcRec = await recommendation("large_cache", "large");
@@ -872,9 +909,14 @@ try {
     lcRec.applyDisabled, "recommendations: large blocks mapped again and again past large_cache " +
     "suggest raising it (Apply disabled in a replay)", JSON.stringify(lcRec));
   // The other way: 4 MiB of empty 1 KiB spans kept (by ingest-1), no span taken in the window
-  // (in any class: one that takes spans back would ask for a higher value), suggest a lower
-  // page_recycle than the 2 in force.
-  await replayEdited("idle_spans.jsonl", (j) => {
+  // (in any class: one that takes spans back would ask for a higher value), under a page_recycle
+  // of 4096: suggest half of what a thread keeps, not half of 4096, which would return nothing.
+  // Meanwhile large blocks only grow (mapped, never unmapped): nothing for large_cache to keep.
+  await replayEdited("idle_spans.jsonl", (j, i) => {
+    j.process.mmap_calls = (j.process.mmap_calls || 0) + 6 * i;
+    j.process.large_bytes = 50 * (i + 1) * 1048576;
+    const pr = j.options.find((x) => x.name === "page_recycle");
+    pr.effective = pr.requested = 4096;
     const c = j.class_sizes.indexOf(1024);
     const at = (name) => j.counters.indexOf(name) + 1;
     for (const r of j.threads.flatMap((t) => t.classes).concat(j.exited)) {
@@ -886,10 +928,16 @@ try {
     row[at("pages_kept")] = (4 << 20) / (j.class_units[c] * 65536);
   });
   const prRec = await recommendation("page_recycle", "(1.0 KiB)");
-  check(prRec && prRec.now === 2 && prRec.want < 2 &&
+  check(prRec && prRec.now === 4096 && prRec.want >= 1 && prRec.want <= 32 &&
     /^4\.0 MiB of empty 1\.0 KiB spans are kept and none was taken in .+; a lower threshold/
       .test(prRec.why),
-    "recommendations: idle empty spans kept suggest a lower page_recycle", JSON.stringify(prRec));
+    "recommendations: idle empty spans kept suggest a lower page_recycle, half what is kept",
+    JSON.stringify(prRec));
+  const growthOnly = await page.$$eval("#recommendations tbody tr",
+    (trs) => trs.filter((tr) => tr.children.length === 6 &&
+      tr.children[1].textContent === "large_cache").map((tr) => tr.textContent));
+  check(prRec && growthOnly.length === 0,
+    "recommendations: large blocks that only grow give no large_cache suggestion", growthOnly);
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
