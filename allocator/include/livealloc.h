@@ -115,7 +115,8 @@
   X(large_cache, int, 128, 0, 65536, true,                                                       \
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 250, 0, 60000, true,                                                     \
-    "milliseconds a released page stays mapped for quick reuse before it goes back to the OS")  \
+    "milliseconds a released page stays mapped for quick reuse; then it goes back to the OS, "  \
+    "a few pages at each slow path of any thread (0: at its release)")                          \
   X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
     "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")             \

@@ -213,8 +213,8 @@ std::string to_csv(const rd::snapshot& s, bool header = true);
 // (is_memlive_thread; absent on the others). The exited totals carry thread="", tid="0",
 // slot="exited". Per thread: livealloc_thread_<x>_total {pid, thread, tid, slot}. Per process:
 // gauges livealloc_process_info {pid, program} (1), livealloc_process_alive (1 or 0),
-// livealloc_<segment|large|cached|committed|live>_bytes, livealloc_slots_used, and counters
-// livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
+// livealloc_<segment|large|cached|committed|live|resident>_bytes, livealloc_slots_used, and
+// counters livealloc_<mmap|munmap|madvise>_calls_total, livealloc_purges_total,
 // livealloc_overflow_threads_total, livealloc_options_rejected_total; livealloc_option_effective
 // {pid, option}.
 std::string to_prometheus(const rd::snapshot& s);
@@ -822,7 +822,8 @@ struct prom_row {
   std::uint64_t live;  // livealloc_live_blocks
 };
 
-inline void prom_family(writer& w, const std::string& name, const char* type, const char* help) {
+inline void prom_family(writer& w, const std::string& name, const char* type,
+                        const std::string& help) {
   w.raw("# HELP ");
   w.raw(name);
   w.ch(' ');
@@ -1093,17 +1094,20 @@ inline std::string prom_text(const std::vector<prom_source>& sources, bool by_th
   out.reserve(2048 * (sources.size() + 1) + rows * 15 * 120);
   {
     writer w(out);
+    // By class, a value is the sum over the process's threads (a peak: the sum of their peaks).
+    const char* summed = by_thread ? "" : " By class: summed over the threads, exited included.";
     for (unsigned c = 0; c < tl::kCounterCount; ++c) {
       const bool gauge = counter_is_gauge(c);
       std::string name = std::string("livealloc_") + kCounterNames[c] + (gauge ? "" : "_total");
-      prom_family(w, name, gauge ? "gauge" : "counter", kCounterHelp[c]);
+      prom_family(w, name, gauge ? "gauge" : "counter", std::string(kCounterHelp[c]) + summed);
       for (const prom_source& src : sources)
         for (const prom_row& r : src.rows) prom_sample(w, name, r.labels, (*r.row)[c]);
     }
     const std::string live = "livealloc_live_blocks";
     prom_family(w, live, "gauge",
-                        "Live blocks: allocs + adopted - frees - large_freed_by_others - "
-                        "handed_over - foreign_allocs.");
+                std::string("Live blocks: allocs + adopted - frees - large_freed_by_others - "
+                            "handed_over - foreign_allocs.") +
+                    summed);
     for (const prom_source& src : sources)
       for (const prom_row& r : src.rows) prom_sample(w, live, r.labels, r.live);
 
@@ -1348,7 +1352,11 @@ inline bool check_assignment(const assignment& a, const std::vector<rd::option_v
                   std::to_string(o.min) + ", " + std::to_string(o.max) + "]");
     return true;
   }
-  return fail("unknown option '" + a.name + "'; the live options are: " + known);
+  namespace ld = livealloc::detail;
+  const int near = ld::near_option(a.name.data(), a.name.size());
+  const std::string hint =
+      near >= 0 ? " (did you mean '" + std::string(ld::kOptionTable[near].name) + "'?)" : "";
+  return fail("unknown option '" + a.name + "'" + hint + "; the live options are: " + known);
 }
 
 inline all_snapshots take_all(const std::string& dir) {

@@ -888,6 +888,9 @@ TEST_CASE("check_assignment against the published options") {
   CHECK_FALSE(memlive::check_assignment({"nosuch", 1}, s.options, &err));
   CHECK(err.find("unknown option 'nosuch'") != std::string::npos);
   CHECK(err.find("page_recycle") != std::string::npos);  // lists the live ones
+  CHECK(err.find("did you mean") == std::string::npos);
+  CHECK_FALSE(memlive::check_assignment({"pag_recycle", 1}, s.options, &err));
+  CHECK(err.rfind("unknown option 'pag_recycle' (did you mean 'page_recycle'?); the live", 0) == 0);
 }
 
 TEST_CASE("check_options_body: all checked, errors name the field, nothing kept on failure") {
