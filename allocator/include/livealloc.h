@@ -310,7 +310,13 @@ struct segment_header {
   std::uint64_t matrix_offset;  // uint64_t[slot_count][slot_count]: the cross-thread free matrix
   std::uint64_t class_units_offset;  // uint64_t[class_count]: 64 KiB units of a span of each
                                      // class (0 for class 0); 0 if a writer does not publish them
-  std::uint64_t reserved1[4];
+  // A new thread taking an exited thread's slot moves the slot's counts into the exited totals:
+  // folds_started is bumped before the slot changes hands, folds_done once the counts are moved.
+  // A reader that saw them equal before its copy and folds_started unchanged after it read every
+  // total whole (0 and 0 from writers before these fields).
+  std::atomic<std::uint64_t> folds_started;
+  std::atomic<std::uint64_t> folds_done;
+  std::uint64_t reserved1[2];
 };
 static_assert(sizeof(segment_header) == 280, "segment_header is part of the segment layout");
 
@@ -3050,12 +3056,17 @@ LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
     // state changed while it copied the slot. So the slot is marked unused and gets its new
     // incarnation before the fold empties it, and slot_begin marks it alive once the new
     // thread's tid and name are in: no snapshot shows the old thread half-cleared.
+    // An overflow heap's counts are in the overflow slot: nothing to fold.
+    if (!h->published) g_proc->folds_started.fetch_add(1, std::memory_order_seq_cst);
     if (!h->published) h->pub.state.store(telemetry::slot_unused, std::memory_order_relaxed);
     h->pub.incarnation.fetch_add(1, std::memory_order_relaxed);
     // Both before the fold's stores: x86-64 keeps stores in order, and this keeps the compiler
     // from moving them (a thread fence is what ThreadSanitizer cannot model).
     std::atomic_signal_fence(std::memory_order_release);
-    if (!h->published) slot_fold(h);  // an overflow heap's counts are in the overflow slot
+    if (!h->published) {
+      slot_fold(h);
+      g_proc->folds_done.fetch_add(1, std::memory_order_release);
+    }
   } else if (!(h = heap_new())) {
     return nullptr;
   }

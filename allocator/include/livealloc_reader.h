@@ -114,6 +114,11 @@ struct snapshot {
   // Slots in use (alive, exited or overflow), by slot index; a slot that changed hands while
   // take() copied it is left out of that snapshot.
   std::vector<thread_view> threads;
+  // No slot changed hands while take() copied it (segment_header::folds_started and folds_done),
+  // so every count summed over the slots and the exited totals is whole: such sums never go down
+  // from one whole snapshot to the next. False: a sum may come out short, or count a fold twice,
+  // in this snapshot only; take another for exact totals (the `memlive snapshot` command does).
+  bool whole = true;
   // The cross-thread free matrix, slot_count x slot_count, row = freeing slot, column = owning
   // slot: its non-zero cells, ordered by (from_slot, owner_slot) (none when the segment has no
   // matrix). Few threads free each other's blocks, so few cells are non-zero, where the whole
@@ -1270,6 +1275,9 @@ inline void segment::take(snapshot* into) const {
     return;
   }
   const unsigned char* p = base_;
+  using H = telemetry::segment_header;
+  const auto folds_done = detail::load_acquire<std::uint64_t>(p, offsetof(H, folds_done));
+  const auto folds_started = detail::load_acquire<std::uint64_t>(p, offsetof(H, folds_started));
   // Slots in use, by their state now (acquire: a slot's identity is written before its state).
   // Listed first and then copied into threads sized once: a thread_view is 7 KB, and growing
   // the vector by push_back moved and faulted in about twice the 27 MB of 4,000 threads per
@@ -1345,12 +1353,18 @@ inline void segment::take(snapshot* into) const {
   // Every copy above before the checks: x86-64 keeps loads in order, and this keeps the compiler
   // from moving them.
   std::atomic_signal_fence(std::memory_order_acquire);
+  // A thread that exited meanwhile (alive, then exited, same incarnation) keeps its counts in
+  // its slot: kept.
   auto changed = [&](const thread_view& t) {
     const std::uint64_t h = l.slot(t.slot);
+    const auto state = detail::load_acquire<std::uint32_t>(p, h + offsetof(S, state));
     return detail::load_acquire<std::uint32_t>(p, h + offsetof(S, incarnation)) != t.incarnation ||
-           detail::load_acquire<std::uint32_t>(p, h + offsetof(S, state)) != t.state;
+           (state != t.state &&
+            !(t.state == telemetry::slot_alive && state == telemetry::slot_exited));
   };
   s.threads.erase(std::remove_if(s.threads.begin(), s.threads.end(), changed), s.threads.end());
+  s.whole = folds_done == folds_started &&
+            detail::load_acquire<std::uint64_t>(p, offsetof(H, folds_started)) == folds_started;
   s.slot_count = l.slot_count;
   if (l.matrix_offset != 0) detail::read_free_matrix(p, l, data, taken_end, &s);
   s.resident_bytes = detail::resident_of(pid_);

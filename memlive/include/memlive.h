@@ -16,6 +16,7 @@
 //                                (no process, no segment, permission, malformed) as an
 //                                `error_kind`.
 //   take_all(dir)                a snapshot of every running process that publishes a segment.
+//   take_whole(segment)          a snapshot whose sums over threads are whole.
 //   counter_name(c), counter_is_gauge(c), kCounterHelp[c]   the names used by every format.
 //
 //   start(options), stop(), port()   the HTTP server on this process's own telemetry; and
@@ -294,7 +295,12 @@ struct all_snapshots {
   std::string dir_error;     // "DIR: why": the directory cannot be read (nothing else is set)
   bool dir_denied = false;   // ... for want of permission
 };
-all_snapshots take_all(const std::string& dir = "/dev/shm");
+// `whole`: each process's snapshot taken again while its slots change hands (take_whole).
+all_snapshots take_all(const std::string& dir = "/dev/shm", bool whole = false);
+// A snapshot whose sums are whole (rd::snapshot::whole): taken again while slots of exited
+// threads change hands, for up to `ms` milliseconds (then the last one, which may not be). For
+// one-shot readers: a server keeps the largest total it reported instead (to_prometheus_by_class).
+rd::snapshot take_whole(const rd::segment& seg, int ms = 1000);
 
 // ------------------------------------------------------------------------------------------------
 // Capture hooks: the same telemetry for a program whose memory does not come from livealloc.
@@ -1359,7 +1365,14 @@ inline bool check_assignment(const assignment& a, const std::vector<rd::option_v
   return fail("unknown option '" + a.name + "'" + hint + "; the live options are: " + known);
 }
 
-inline all_snapshots take_all(const std::string& dir) {
+inline rd::snapshot take_whole(const rd::segment& seg, int ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  rd::snapshot s = seg.take();
+  while (s.ok() && !s.whole && std::chrono::steady_clock::now() < end) seg.take(&s);
+  return s;
+}
+
+inline all_snapshots take_all(const std::string& dir, bool whole) {
   all_snapshots all;
   // Each segment is read once (rd::list_segments reads every file, stale ones too, for `list`).
   std::vector<int> pids;
@@ -1381,7 +1394,7 @@ inline all_snapshots take_all(const std::string& dir) {
     }
     open_result o = open_segment(pid, false, dir);
     rd::snapshot s;
-    if (o.segment) s = o.segment->take();
+    if (o.segment) s = whole ? take_whole(*o.segment) : o.segment->take();
     if (o.kind == error_kind::no_process || o.kind == error_kind::no_segment ||
         (o.segment && s.ok() && !s.process_alive)) {  // it ended meanwhile
       ++all.gone;

@@ -673,7 +673,7 @@ int write_stdout(const std::string& out) {
 // are printed all the same (a textfile collector then keeps the processes it could read).
 int snapshot_all(const args& a) {
   // The last state of a gone process is not news (`snapshot --pid` still shows it).
-  const memlive::all_snapshots all = memlive::take_all(a.dir);
+  const memlive::all_snapshots all = memlive::take_all(a.dir, true);
   if (!all.dir_error.empty()) return cannot_read(all.dir_error, all.dir_denied);
   int code = 0;
   for (const auto& f : all.failed) {
@@ -710,10 +710,10 @@ int cmd_snapshot(const args& a) {
   int code = 0;
   auto seg = open_or_report(a, false, &code);
   if (!seg) return code;
-  rd::snapshot s = seg->take();
+  rd::snapshot s = memlive::take_whole(*seg);
   if (s.ok() && !s.process_alive && exec_d_away(s)) {  // it exec'd since open_or_report's wait
     await_next_image(&seg);
-    s = seg->take();
+    s = memlive::take_whole(*seg);
   }
   if (!s.ok()) return fail(error_kind::bad_segment, seg->path() + ": " + s.error);
   if (!s.process_alive)

@@ -574,7 +574,7 @@ TEST_CASE("get_stats: the totals ever never drop when a new thread adopts an exi
   CHECK(s3.allocated_bytes >= s2.allocated_bytes);
 }
 
-TEST_CASE("a slot changing hands is never shown half-cleared under the previous thread's name") {
+TEST_CASE("a slot changing hands is never shown half-cleared, and whole snapshots never go down") {
   // A new thread that takes an exited thread's slot moves its counts to the exited totals, then
   // writes its own tid and name. A snapshot must show the slot as the old thread, complete, or
   // as the new one, or leave it out: never the old thread's tid with counters that went down.
@@ -597,12 +597,23 @@ TEST_CASE("a slot changing hands is never shown half-cleared under the previous 
     std::uint64_t allocs;
   };
   std::vector<seen> last(4096, seen{0, 0, 0});
-  int snapshots = 0, torn = 0;
-  std::string first;
+  int snapshots = 0, torn = 0, whole = 0, went_down = 0;
+  std::string first, down;
+  std::uint64_t allocs_before = 0, frees_before = 0;  // of the last whole snapshot
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   while (std::chrono::steady_clock::now() < until) {
     rd::snapshot s = snap(*seg);
     ++snapshots;
+    // The process totals of a whole snapshot (no slot changed hands meanwhile) never go down.
+    if (s.whole) {
+      ++whole;
+      const std::uint64_t a = s.total(cls, c_allocs), f = s.total(cls, c_frees);
+      if ((a < allocs_before || f < frees_before) && went_down++ == 0)
+        down = "allocs " + std::to_string(allocs_before) + " -> " + std::to_string(a) +
+               ", frees " + std::to_string(frees_before) + " -> " + std::to_string(f);
+      allocs_before = a;
+      frees_before = f;
+    }
     for (const auto& t : s.threads) {
       if (t.state == slot_overflow || t.slot >= last.size()) continue;
       seen& l = last[t.slot];
@@ -620,9 +631,12 @@ TEST_CASE("a slot changing hands is never shown half-cleared under the previous 
   }
   stop = true;
   churn.join();
-  MESSAGE(snapshots, " snapshots");
+  MESSAGE(snapshots, " snapshots, ", whole, " whole");
   INFO(first);
   CHECK(torn == 0);
+  INFO(down);
+  CHECK(whole > 0);
+  CHECK(went_down == 0);
 }
 
 TEST_CASE("a thread renamed after it started shows its new name") {

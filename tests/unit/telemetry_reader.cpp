@@ -1299,6 +1299,8 @@ const field kFields[] = {
     LIVEALLOC_TEST_FIELD(segment_header, overflow_threads),
     LIVEALLOC_TEST_FIELD(segment_header, matrix_offset),
     LIVEALLOC_TEST_FIELD(segment_header, class_units_offset),
+    LIVEALLOC_TEST_FIELD(segment_header, folds_started),
+    LIVEALLOC_TEST_FIELD(segment_header, folds_done),
     LIVEALLOC_TEST_FIELD(segment_header, reserved1),
     LIVEALLOC_TEST_FIELD(control_block, generation),
     LIVEALLOC_TEST_FIELD(control_block, validated_generation),
@@ -1520,7 +1522,7 @@ TEST_CASE("the TELEMETRY.md check catches a page that drifted") {
   const std::pair<const char*, const char*> edits[] = {
       {"| 8 | 4 | u32 | `version` |", "| 12 | 4 | u32 | `version` |"},               // wrong offset
       {"| 88 | 64 | char[64] | `program` |", "| 88 | 32 | char[64] | `program` |"},  // size
-      {"| 248 | 32 | u64[4] | `reserved1` |", "| 248 | 24 | u64[3] | `reserved1` |"},  // short
+      {"| 264 | 16 | u64[2] | `reserved1` |", "| 264 | 8 | u64[1] | `reserved1` |"},  // short
       {"| 16 | 16 | char[16] | `name` |", "| 16 | 16 | char[16] | `thread_name` |"},   // name
       {"| 5 | `c_remote_received` |", "| 6 | `c_remote_received` |"},                  // index
       {"| 2 | `slot_exited` |", "| 4 | `slot_exited` |"},                              // value
