@@ -3056,9 +3056,10 @@ LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
     // state changed while it copied the slot. So the slot is marked unused and gets its new
     // incarnation before the fold empties it, and slot_begin marks it alive once the new
     // thread's tid and name are in: no snapshot shows the old thread half-cleared.
-    // An overflow heap's counts are in the overflow slot: nothing to fold.
-    if (!h->published) g_proc->folds_started.fetch_add(1, std::memory_order_seq_cst);
-    if (!h->published) h->pub.state.store(telemetry::slot_unused, std::memory_order_relaxed);
+    if (!h->published) {  // (an overflow heap's counts are in the overflow slot: no fold)
+      g_proc->folds_started.fetch_add(1, std::memory_order_seq_cst);  // see segment_header
+      h->pub.state.store(telemetry::slot_unused, std::memory_order_relaxed);
+    }
     h->pub.incarnation.fetch_add(1, std::memory_order_relaxed);
     // Both before the fold's stores: x86-64 keeps stores in order, and this keeps the compiler
     // from moving them (a thread fence is what ThreadSanitizer cannot model).
