@@ -728,7 +728,8 @@ TEST_CASE("a thread that only frees other threads' blocks applies a new remote_b
   });
   while (stage.load() != 1) std::this_thread::yield();
   for (int i = 0; i < 4000; ++i) blocks.push_back(la::allocate(1500));
-  const rd::thread_view* t = by_tid(snap(*seg), tid.load());
+  const rd::snapshot before = snap(*seg);
+  const rd::thread_view* t = by_tid(before, tid.load());
   REQUIRE(t);
   const std::uint64_t flushes_before = t->flushes;
   std::string err;
