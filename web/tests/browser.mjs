@@ -977,14 +977,22 @@ try {
   check(consoleErrors.length === 0, "no console errors", consoleErrors.join("\n      "));
 
   // Every stream slot taken (16): a new tab gets 503, says why, and goes live once slots free.
+  // The responses are kept too: node's fetch cancels the body of a response it collects, which
+  // gave a slot back. A stream whose client left earlier holds its slot until the server's next
+  // write (a heartbeat, 1 s), so the slots are taken again after two of them.
   {
     const held = [];
-    for (let i = 0; i < 20; ++i) {
-      const ctl = new AbortController();
-      const r = await fetch(base + "/api/stream?interval_ms=1000", { signal: ctl.signal });
-      if (r.status === 503) { await r.text(); break; }
-      held.push(ctl);
-    }
+    const fill = async () => {
+      for (let i = 0; i < 20; ++i) {
+        const ctl = new AbortController();
+        const r = await fetch(base + "/api/stream?interval_ms=1000", { signal: ctl.signal });
+        if (r.status === 503) { await r.text(); return; }
+        held.push({ ctl, r });
+      }
+    };
+    await fill();
+    await new Promise((r) => setTimeout(r, 2500));
+    await fill();
     const tab = await ctx.newPage();
     await tab.goto(base + "/");
     const busy = await until("the new tab to report the full server", () => tab.evaluate(() => {
@@ -1000,7 +1008,7 @@ try {
       return /too many viewers.*again in [1-4] s/.test(t) ? t : null;
     }), 10000).catch(() => null);
     check(counted !== null, "the notice counts the seconds down to the next try", counted);
-    for (const ctl of held) ctl.abort();
+    for (const h of held) h.ctl.abort();
     const back = await until("the new tab to go live", () => tab.evaluate(() =>
       document.body.dataset.mode === "live" && document.getElementById("notice").hidden ? true : null), 30000).catch(() => false);
     check(back, "once a slot is free the page goes live by itself");
