@@ -325,9 +325,22 @@ void error_line(const std::string& msg) {
     std::fprintf(stderr, "memlive: %s\n", msg.c_str());
 }
 
+// A usage error is its line, then, once the verb is known, the verb's synopsis (its help up to
+// the first blank line) and where the rest is: the whole help after `--pid abc` buried the line
+// that said what was wrong under 40 lines of options. Without a verb, the list of verbs.
 int usage_error(const std::string& msg, const char* help = nullptr) {
   error_line(msg);
-  std::fprintf(stderr, "%s", help ? help : "run 'memlive --help' for usage\n");
+  if (!help) {
+    std::fprintf(stderr, "run 'memlive %s--help' for usage\n",
+                 g_verb ? (std::string(g_verb) + " ").c_str() : "");
+  } else if (!g_verb) {
+    std::fputs(help, stderr);
+  } else {
+    const char* blank = std::strstr(help, "\n\n");
+    const int synopsis = static_cast<int>(blank ? blank - help : std::strlen(help));
+    std::fprintf(stderr, "%.*s\nrun 'memlive %s --help' for the options\n", synopsis, help,
+                 g_verb);
+  }
   return static_cast<int>(error_kind::usage);
 }
 
@@ -551,7 +564,8 @@ int cannot_read(const std::string& err, bool denied) {
 }
 
 int cmd_list(const args& a) {
-  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
+  if (!a.positional.empty())
+    return usage_error("unexpected '" + a.positional[0] + "'", kListHelp);
   std::string err;
   std::vector<rd::segment_entry> entries = rd::list_segments(a.dir, &err);
   if (!err.empty()) return cannot_read(err, errno == EACCES || errno == EPERM);  // opendir's
@@ -703,7 +717,8 @@ int snapshot_all(const args& a) {
 int cmd_snapshot(const args& a) {
   if (a.all && a.have_pid) return usage_error("--all and --pid exclude each other", kSnapshotHelp);
   if (!a.have_pid && !a.all) return usage_error("--pid N (or --all) is required", kSnapshotHelp);
-  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
+  if (!a.positional.empty())
+    return usage_error("unexpected '" + a.positional[0] + "'", kSnapshotHelp);
   if (!a.by.empty() && a.format != "prometheus")
     return usage_error("--by goes with --format prometheus", kSnapshotHelp);
   if (a.all) return snapshot_all(a);
@@ -1009,7 +1024,8 @@ int cmd_record(const args& a) {
   if (a.out.empty()) return usage_error("--out FILE is required", kRecordHelp);
   if (a.count > 0 && a.duration_s > 0)
     return usage_error("give --count or --duration, not both", kRecordHelp);
-  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
+  if (!a.positional.empty())
+    return usage_error("unexpected '" + a.positional[0] + "'", kRecordHelp);
   std::vector<budgets::budget> bs;
   for (const std::string& text : a.budgets) {
     budgets::budget b;
@@ -1350,7 +1366,8 @@ int check_descriptors() {
 int cmd_serve(const args& a) {
   if (a.all && a.have_pid) return usage_error("--all and --pid exclude each other", kServeHelp);
   if (!a.have_pid && !a.all) return usage_error("--pid N (or --all) is required", kServeHelp);
-  if (!a.positional.empty()) return usage_error("unexpected '" + a.positional[0] + "'");
+  if (!a.positional.empty())
+    return usage_error("unexpected '" + a.positional[0] + "'", kServeHelp);
   memlive::options opts;
   opts.host = a.host;
   opts.port = static_cast<int>(a.port);

@@ -867,6 +867,15 @@ def check_errors(ml, workload_pid, tmp):
               not (verb and r.stderr.startswith(start + verb + ": ")),
               "usage %s: exit 2, %r, %r first (got %d: %s)" % (args, says, start, r.returncode,
                                                              r.stderr.strip()))
+    # After the error line, the verb's synopsis and where the options are, not its whole help
+    # (`tune --pid abc` printed 40 lines of it).
+    for args in (["tune", "--pid", "abc"], ["snapshot", "--bogus"], ["serve", "--port", "x"],
+                 ["record", "--pid", "1"], ["list", "extra"]):
+        lines = run([ml] + args).stderr.splitlines()
+        check(2 <= len(lines) <= 4 and lines[1].startswith("usage: memlive " + args[0]) and
+              lines[-1] == "run 'memlive %s --help' for the options" % args[0],
+              "usage %s: the error, the synopsis and where the options are (got %r)" %
+              (args, lines[:6]))
     r = run([ml, "--help"])
     check(r.returncode == 0 and "exit codes" in r.stdout and "7  tuning rejected" in r.stdout
           and "8  serve: the port is in use" in r.stdout,
