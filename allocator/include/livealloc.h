@@ -2164,8 +2164,16 @@ inline void on_thread_exit(void* arg) noexcept {
 // store raises SIGBUS. So every piece of it is reserved before it is written: at creation the
 // header, tables, overflow slot and overflow row (table_create), a thread's slot and row when the
 // thread takes it (heap_new), a fork child's pieces before they are copied (table_fork_prepare).
+// Never descriptor 0, 1 or 2: a program started with them closed (by a daemon, or `2>&-`) would
+// get the segment as its stdin or stdout, write its output into the counters, and close it
+// (releasing its lock: the name then looks stale to every reader) when it reopens them.
 inline int table_file(std::size_t size) noexcept {
   int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 && fd <= 2) {
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    fd = high;
+  }
   if (fd < 0) return -1;
   // 0600 whatever the umask.
   if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {

@@ -231,6 +231,10 @@ std::string to_prometheus_by_class(const rd::snapshot& s, rd::counter_matrix* fl
 // every snapshot (by thread and class, or with `by_class` as to_prometheus_by_class without a
 // floor). Every form also has livealloc_process_info{pid, program} 1.
 std::string to_prometheus(const std::vector<rd::snapshot>& all, bool by_class);
+// The gauge memlive_unreadable_segments: how many running processes' segments an output of
+// several (take_all) leaves out because they could not be read, so that an alert can see what
+// only a comment line or stderr said. 0 is written too.
+std::string prometheus_unreadable(std::size_t n);
 // The content type to serve it with.
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -1222,6 +1226,14 @@ inline std::string to_prometheus(const std::vector<rd::snapshot>& all, bool by_c
   for (const rd::snapshot& s : all)
     sources.push_back(by_class ? detail::prom_by_class(s, nullptr) : detail::prom_by_thread(s));
   return detail::prom_text(sources, !by_class);
+}
+
+inline std::string prometheus_unreadable(std::size_t n) {
+  return "# HELP memlive_unreadable_segments Segments of running processes left out because they "
+         "could not be read (another user's, malformed).\n"
+         "# TYPE memlive_unreadable_segments gauge\n"
+         "memlive_unreadable_segments " +
+         std::to_string(n) + "\n";
 }
 
 
@@ -2778,7 +2790,7 @@ inline server::response server::metrics_all_response(const char* query) {
   } else {
     for (const rd::snapshot& s : shots) sources.push_back(prom_by_thread(s));
   }
-  r.body = skipped + prom_text(sources, !by_class);
+  r.body = skipped + prom_text(sources, !by_class) + prometheus_unreadable(all.failed.size());
   return r;
 }
 

@@ -703,7 +703,8 @@ int snapshot_all(const args& a) {
                              "list --clean` removes them)").c_str() : "");
   std::string out;
   if (a.format == "prometheus") {
-    out = memlive::to_prometheus(shots, a.by == "class");
+    out = memlive::to_prometheus(shots, a.by == "class") +
+          memlive::prometheus_unreadable(all.failed.size());
   } else {
     for (std::size_t i = 0; i < shots.size(); ++i)
       out += a.format == "csv" ? memlive::to_csv(shots[i], i == 0)
@@ -874,7 +875,10 @@ using rd::detail::monotonic_ms;
 // waitpid): every wait polls g_stop in slices of at most 20 ms anyway. Not with `restart` false:
 // record's blocking write (to an output it could not make non-blocking, see record_output) to a
 // full pipe whose reader does not read waits without end, and must fail.
+// A reader of stdout that went away (`memlive serve ... | head -1`) does not end serve, run or
+// record: a write to it fails with EPIPE instead (run's program gets the default back).
 void catch_stop_signals(bool restart = true) {
+  signal(SIGPIPE, SIG_IGN);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sa.sa_flags = restart ? SA_RESTART : 0;
@@ -974,6 +978,13 @@ bool open_output(const std::string& path, record_output* o, std::string* error) 
     o->close_it = true;
   } else {
     o->fd = STDOUT_FILENO;
+    // Closed (main() put /dev/null there, read-only) or read-only: reopening it by its name
+    // below would write, and lose, every sample.
+    const int mode = fcntl(o->fd, F_GETFL);
+    if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY) {
+      *error = "stdout is closed or not open for writing";
+      return false;
+    }
   }
   struct stat st {};
   if (fstat(o->fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) return true;
@@ -1344,7 +1355,7 @@ int serve_all(const args& a, const memlive::options& opts) {
   std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
   while (!g_stop) sleep_until(monotonic_ms() + 100);
   srv.stop();
-  std::printf("memlive: stopped\n");
+  std::fprintf(stderr, "memlive: stopped\n");  // (stdout: the URL only, as serve --pid)
   return 0;
 }
 
@@ -1410,22 +1421,23 @@ int cmd_serve(const args& a) {
               opts.host.c_str(), port, read_only ? "; read-only segment: tuning disabled" : "");
   std::fflush(stdout);
   std::fputs(memlive::detail::exposure_warning(opts.host).c_str(), stderr);
+  // The URL is the one line on stdout (a script reads it, `| head -1`); what follows is said on
+  // stderr, as `run` says it: a later line to a reader gone had ended the server by SIGPIPE.
   bool gone_noted = gone;
-  if (gone) {
-    std::printf("memlive: process %d is gone (stale segment): serving its last state\n", a.pid);
-    std::fflush(stdout);
-  }
+  if (gone)
+    std::fprintf(stderr, "memlive: process %d is gone (stale segment): serving its last state\n",
+                 a.pid);
   while (!g_stop) {
     sleep_until(monotonic_ms() + 100);
     if (!gone_noted && !rd::segment_owner_alive(a.pid, owner_start_ns)) {
       gone_noted = true;
-      std::printf("memlive: process %d exited; still serving its last state (Ctrl-C stops)\n",
-                  a.pid);
-      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "memlive: process %d exited; still serving its last state (Ctrl-C stops)\n",
+                   a.pid);
     }
   }
   srv.stop();
-  std::printf("memlive: stopped\n");
+  std::fprintf(stderr, "memlive: stopped\n");
   return 0;
 }
 
@@ -1737,6 +1749,15 @@ int flushed(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Descriptors 0 to 2 closed (`memlive serve ... >&-`) would go to the first files memlive
+  // opens, and a segment opened for `tune` or `serve` took them: memlive's own messages were
+  // written into the counters, and the process read as "not a livealloc telemetry segment" until
+  // it ended. Each closed one is taken by /dev/null opened the other way round (1 and 2 read-only,
+  // 0 write-only), so that output to it still fails as it did on the closed descriptor.
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF &&
+        open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_NOCTTY) != fd)
+      return 1;  // no /dev/null (and maybe nowhere to say so)
   // The server's 24 worker threads would each get a glibc arena, and memory freed after one big
   // answer (a snapshot of hundreds of threads is tens of MiB) would stay in that thread's arena
   // instead of serving the next: 24 requests for /metrics at once peaked at 0.8 GB. Two arenas.

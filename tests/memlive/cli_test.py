@@ -342,7 +342,7 @@ def check_serve_gone(ml, wl):
         p = subprocess.Popen([ml, "serve", "--pid", str(pid), "--port", "0"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            line = p.stdout.readline() + p.stdout.readline()
+            line = p.stdout.readline() + p.stderr.readline()
             m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
             status, _, body = request(int(m.group(1)), "GET", "/api/snapshot") if m else (0, 0, b"")
             snap = json.loads(body) if status == 200 else {}
@@ -1224,6 +1224,28 @@ def check_descriptor_limit(ml, pid):
               (verb[0], r.returncode, r.stderr.strip()))
 
 
+def check_closed_stdio(ml, pid):
+    """Started with stdout or stderr closed, memlive opened the segment of tune on that number and
+    wrote its messages into it: the process read as "not a livealloc telemetry segment" until it
+    ended. Each run below must leave the segment readable, and say by its exit code what failed."""
+    snap = snapshot_json(ml, pid)
+    kept = {o["name"]: o["requested"] for o in (snap or {}).get("options", [])}
+    runs = (("2>&-", ["tune", "--pid", str(pid), "nosuch=1"], 7),
+            (">&-", ["tune", "--pid", str(pid), "page_recycle=%d" % kept.get("page_recycle", 2)],
+             1),
+            ("<&- >&- 2>&-", ["snapshot", "--pid", str(pid)], 1),
+            (">&-", ["record", "--pid", str(pid), "--interval", "10", "--count", "2", "--out",
+                     "-"], 1))
+    for redirect, args, code in runs:
+        r = subprocess.run(["sh", "-c", 'exec "$@" ' + redirect, "sh", ml] + args,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        after = run([ml, "snapshot", "--pid", str(pid)])
+        check(r.returncode == code and after.returncode == 0 and
+              after.stdout.startswith('{"schema":"memlive.snapshot/1"'),
+              "%s %s: exit %d, the segment still readable (%d; %s)" %
+              (args[0], redirect, code, r.returncode, after.stderr.strip()[:120]))
+
+
 def check_record_follows_exec(ml, wl, tmp):
     """A process that execs a program with livealloc publishes a new segment under the same
     name, and record follows it at its next sample (memlive/README.md): it must not take the
@@ -2064,9 +2086,11 @@ def check_serve_all(ml, w, w2, want, one_by_class, d):
         check(st == 200 and len(comments) == 1 and
               comments[0].startswith("# memlive: left out: %s/livealloc.%d: " % (d, w2.pid)) and
               'livealloc_process_info{pid="%d",' % w.pid in text and text.count(
-                  "livealloc_process_info{") == 1,
-              "serve --all: a broken segment is named in a comment, the gone one left out, the "
-              "live one served (%s)" % comments)
+                  "livealloc_process_info{") == 1 and
+              "\nmemlive_unreadable_segments 1\n" in text,
+              "serve --all: a broken segment is named in a comment and counted in "
+              "memlive_unreadable_segments, the gone one left out, the live one served (%s)" %
+              comments)
     finally:
         terminate(srv)
     srv, port = start_serve_all(ml)
@@ -2175,11 +2199,17 @@ def check_snapshot_all(ml, wl, w, tmp):
               err[0].startswith("memlive: snapshot: %s/livealloc.%d: " % (d, w2.pid)),
               "snapshot --all: a broken segment is said (exit 6), the readable one printed, the "
               "gone one left out (%d, %s, %s)" % (r.returncode, pids, r.stderr.strip()))
+        r = run([ml, "snapshot", "--all", "--dir", d, "--format", "prometheus", "--by", "class"])
+        check(r.returncode == 6 and r.stdout.count("livealloc_process_info{") == 1 and
+              r.stdout.endswith("\nmemlive_unreadable_segments 1\n"),
+              "snapshot --all --format prometheus: the broken segment counted in "
+              "memlive_unreadable_segments (%d, %s)" % (r.returncode, r.stdout[-80:]))
         empty = os.path.join(tmp, "none")
         os.mkdir(empty)
         r = run([ml, "snapshot", "--all", "--dir", empty, "--format", "prometheus"])
         check(r.returncode == 0 and r.stdout.startswith("# HELP ") and
-              all(ln.startswith("#") for ln in r.stdout.splitlines()) and
+              all(ln.startswith("#") for ln in r.stdout.splitlines()[:-1]) and
+              r.stdout.endswith("\nmemlive_unreadable_segments 0\n") and
               "no running process" in r.stderr,
               "snapshot --all of a directory without segments: exit 0, no series, a note (%s)" %
               r.stderr.strip())
@@ -2224,6 +2254,7 @@ def cmd_cli(ml, wl):
         check_exec_chain(ml, wl, tmp)
         check_tune_across_exec(ml, wl)
         check_descriptor_limit(ml, w.pid)
+        check_closed_stdio(ml, w.pid)
         check_errors(ml, w.pid, tmp)
 
         # Record until the process exits: a final sample, and the exit reported.

@@ -1035,7 +1035,7 @@ def cmd_serve(ml, wl):
         check(request(port, "GET", "/healthz")[0] == 200, "the first serve still serves")
 
         check(w.stop() == 0, "workload exits 0")
-        line = p.stdout.readline()
+        line = p.stderr.readline()
         check("exited; still serving its last state" in line,
               "serve reports the process's exit (%r)" % line)
         st, _, last = get_json(port, "/api/snapshot")
@@ -1095,6 +1095,35 @@ def check_serve_history(ml, wl):
         check(st == 200 and 1 <= len(samples) <= bound and len(samples) < 12,
               "serve --history 1: /api/history holds what 1 MiB holds (%d samples of %s bytes; "
               "at most %d; unbounded, 4 s make 16)" % (len(samples), sizes[:1], bound))
+    finally:
+        w.kill()
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def check_serve_reader_gone(ml, wl):
+    """`memlive serve ... | head -1`: the URL read, the reader of stdout goes away; the process
+    then exits, which serve says (it said it on stdout, and the SIGPIPE ended the server). It
+    serves on, and stops with exit 0."""
+    w = cli_test.Workload(wl)
+    p = None
+    try:
+        p = subprocess.Popen([ml, "serve", "--pid", str(w.pid), "--port", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        m = re.search(r"at http://127\.0\.0\.1:(\d+)/", p.stdout.readline())
+        if not check(m, "serve starts"):
+            return
+        p.stdout.close()
+        check(w.stop() == 0, "workload exits 0")
+        said = p.stderr.readline()
+        time.sleep(0.3)
+        st = request(int(m.group(1)), "GET", "/healthz")[0]
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=TIMEOUT)
+        check("exited; still serving its last state" in said and st == 200 and code == 0,
+              "serve whose stdout reader went away serves on after the process exits, exit 0 "
+              "(%r, /healthz %d, exit %d)" % (said, st, code))
     finally:
         w.kill()
         if p and p.poll() is None:
@@ -1558,6 +1587,7 @@ def main():
     else:
         cmd_serve(a.memlive, a.workload)
         check_serve_history(a.memlive, a.workload)
+        check_serve_reader_gone(a.memlive, a.workload)
     if failures:
         print("\n%d check(s) failed:" % len(failures))
         for f in failures:

@@ -415,6 +415,39 @@ TEST_CASE("a fork child whose segment file cannot be made keeps its heap as it w
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+// The process of the test below: stdin, stdout and stderr closed (as a daemon may start its
+// children), then a fork, whose segment file is made before it (table_fork_prepare) and kept by
+// the child. Returns 0 when neither process has a descriptor from 0 to 2, else which one has.
+static int fork_with_stdio_closed() {
+  for (int fd = 0; fd <= 2; ++fd) close(fd);
+  const pid_t child = fork();
+  if (child < 0) return 1;
+  if (child == 0) {
+    void* p = std::malloc(48);
+    std::free(p);
+    for (int fd = 0; fd <= 2; ++fd)
+      if (fcntl(fd, F_GETFD) != -1) _exit(10 + fd);
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 2;
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) != -1) return 20 + fd;
+  return WEXITSTATUS(status);
+}
+
+// The segment once took descriptor 0 there: the program's stdin read the counters, and its output,
+// once it opened files for 0 to 2 (or a log), went into them.
+TEST_CASE("a process started with descriptors 0 to 2 closed never gets its segment on one of them") {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(fork_with_stdio_closed());
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("a fork child that ends with _exit or _Exit removes its segment, as one that calls exit") {
   REQUIRE(livealloc::telemetry::enable() == 0);
   for (int how = 0; how < 3; ++how) {
