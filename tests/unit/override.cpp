@@ -438,7 +438,7 @@ static int fork_with_stdio_closed() {
 
 // The segment once took descriptor 0 there: the program's stdin read the counters, and its output,
 // once it opened files for 0 to 2 (or a log), went into them.
-TEST_CASE("a process started with descriptors 0 to 2 closed never gets its segment on one of them") {
+TEST_CASE("started with stdin, stdout and stderr closed, the segment never takes 0, 1 or 2") {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) _exit(fork_with_stdio_closed());
