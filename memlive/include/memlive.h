@@ -1435,6 +1435,20 @@ inline long long process_age_ms(int pid) {
 }
 // A process this young may not have published its segment yet: open_segment waits for it.
 constexpr long long kPublishWaitMs = 2000;
+// The process whose thread `tid` is (its Tgid in /proc), or 0 when `tid` is no thread's id or is
+// a process's own (kill(tid, 0) succeeds for any thread's id, so a tid passes for a pid).
+inline int process_of_thread(int tid) {
+  const int fd = ::open(("/proc/" + std::to_string(tid) + "/status").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];  // Tgid is the fourth line
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* t = std::strstr(buf, "\nTgid:");
+  const int tgid = t ? std::atoi(t + 6) : 0;
+  return tgid > 0 && tgid != tid ? tgid : 0;
+}
 }  // namespace detail
 
 inline open_result open_segment(int pid, bool for_tuning, const std::string& dir) {
@@ -1462,6 +1476,10 @@ inline open_result open_segment(int pid, bool for_tuning, const std::string& dir
     if (e == ENOENT && !alive) {
       r.kind = error_kind::no_process;
       r.error = "no process with pid " + std::to_string(pid) + " (and no segment " + path + ")";
+    } else if (const int owner = e == ENOENT ? detail::process_of_thread(pid) : 0) {
+      r.kind = error_kind::no_segment;
+      r.error = std::to_string(pid) + " is a thread of process " + std::to_string(owner) +
+                ", not a process: give the process's pid (--pid " + std::to_string(owner) + ")";
     } else if (e == ENOENT) {
       r.kind = error_kind::no_segment;
       r.error = "process " + std::to_string(pid) + " publishes no telemetry segment (" + path +
@@ -2962,6 +2980,10 @@ inline int parse_ipv4(const std::string& host, in_addr* out) {
   return inet_pton(AF_INET, iequals(host, "localhost") ? "127.0.0.1" : host.c_str(), out) == 1;
 }
 
+// Whether `a` is a multicast, reserved or broadcast address (224.0.0.0 and up): a server binds
+// there, and says it serves, but no connection ever reaches it.
+inline bool unreachable_host(const in_addr& a) { return ntohl(a.s_addr) >= 0xe0000000u; }
+
 // The line to print when `host` is not a loopback address (127.0.0.0/8), else "": the server
 // then answers other machines, which can read the counters and change the thresholds.
 inline std::string exposure_warning(const std::string& host) {
@@ -3102,6 +3124,10 @@ inline status server::start(const options& o) {
     return fail(start_error::bad_host,
                 "host 0.0.0.0 (every interface) is refused: requests must name the address in "
                 "their Host header, so give one address of this machine (or 127.0.0.1)");
+  if (unreachable_host(addr))
+    return fail(start_error::bad_host,
+                "host " + o.host + " is a multicast or broadcast address, which no connection "
+                "reaches: give one address of this machine (or 127.0.0.1)");
   char ip[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &addr, ip, sizeof ip);
   opts_ = o;

@@ -182,7 +182,7 @@ inline bool parse_limit(const std::string& text, const std::string& value, budge
   const int got = parse_value(value.substr(sign ? 1 : 0), &v);
   if (got == 0) {
     *error = "bad number '" + value + "' in '" + text +
-             "': a whole number, optionally followed by KiB, MiB, GiB or TiB (1024-based)" +
+             "': a whole number, optionally followed by B, KiB, MiB, GiB or TiB (1024-based)" +
              (growth ? ", with a '-' in front for a fall" : "");
     return false;
   }

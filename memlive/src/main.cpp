@@ -228,8 +228,8 @@ constexpr const char* kCheckHelp =
     "  last(METRIC)<=VALUE    the last sample's value: what is left at the end (a leak check)\n"
     "  growth(METRIC)<=VALUE  the last sample's value minus the first's, signed (VALUE may be\n"
     "                         too: growth(live_bytes)<=-1MiB asks for a fall of 1 MiB or more)\n"
-    "with <, >=, > as well as <=. VALUE is a whole number, optionally followed by KiB, MiB, GiB\n"
-    "or TiB (1024-based). METRIC is named as in the snapshot JSON:\n"
+    "with <, >=, > as well as <=. VALUE is a whole number, optionally followed by B, KiB, MiB,\n"
+    "GiB or TiB (1024-based). METRIC is named as in the snapshot JSON:\n"
     "  live_bytes, live_blocks, resident_bytes, committed_bytes, cached_bytes, large_bytes,\n"
     "  segment_bytes, slots_used, overflow_threads, mmap_calls, munmap_calls, madvise_calls,\n"
     "  purges               the fields of \"process\" (live_bytes: bytes in live blocks)\n"
@@ -387,7 +387,7 @@ struct args {
 bool parse_args(int argc, char** argv, int first, const std::string& allowed, args* a,
                 std::string* error) {
   auto allows = [&](const std::string& opt) {
-    return (" " + allowed + " ").find(" " + opt + " ") != std::string::npos || opt == "--dir";
+    return (" " + allowed + " ").find(" " + opt + " ") != std::string::npos;
   };
   // An option given twice kept the last silently (`--pid 1 --pid 2` read pid 2), where tune,
   // the query strings and the POST bodies refuse a repeat: refused here too, but --budget,
@@ -402,6 +402,10 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
     if (arg == "--help" || arg == "-h") {
       a->help = true;
       continue;
+    }
+    if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-') {  // `-p 5` read as "--pid required"
+      *error = "unknown option '" + arg + "' (the options are spelled --name)";
+      return false;
     }
     if (arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
       a->positional.push_back(arg);
@@ -437,6 +441,13 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         return false;
       }
       value = argv[++i];
+      // `--out --budget` made a file named --budget and dropped the budget.
+      if (value.size() > 2 && value.compare(0, 2, "--") == 0 &&
+          allows(value.substr(0, value.find('=')))) {
+        *error = "option " + arg + " needs a value, not the option " + value + " (for a value " +
+                 "that starts with --, write " + arg + "=VALUE)";
+        return false;
+      }
     }
     long long n = 0;
     // A positive whole number too large for `hi` is out of range, not "not a number"; with
@@ -488,10 +499,12 @@ bool parse_args(int argc, char** argv, int first, const std::string& allowed, ar
         return false;
       }
       a->lib = value;
-    } else if (arg == "--dir") {
-      a->dir = value;
-    } else if (arg == "--out") {
-      a->out = value;
+    } else if (arg == "--dir" || arg == "--out") {
+      if (value.empty()) {  // --out '' was said to be missing
+        *error = arg + ": the path is empty";
+        return false;
+      }
+      (arg == "--dir" ? a->dir : a->out) = value;
     } else if (arg == "--budget") {
       a->budgets.push_back(value);
     } else if (arg == "--interval") {
@@ -861,6 +874,15 @@ int cmd_tune(const args& a) {
         "generation %llu; threads apply it at their next slow path (a thread's "
         "applied_generation >= %llu shows it took effect there)\n",
         static_cast<unsigned long long>(generation), static_cast<unsigned long long>(generation));
+  // The values are stored whatever becomes of this report: a lost one (/dev/full) must not read
+  // as "nothing applied" to a script that would then try again.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    g_stdout_error_said = true;
+    return fail(static_cast<error_kind>(1),
+                std::string("writing stdout: ") + strerror(errno) +
+                    " (the values were stored all the same: `memlive snapshot --pid " +
+                    std::to_string(a.pid) + "` shows the options in force)");
+  }
   return any_rejected ? static_cast<int>(error_kind::rejected) : 0;
 }
 
@@ -1562,6 +1584,10 @@ int cmd_run(const args& a) {
     return usage_error("host 0.0.0.0 (every interface) is refused: give one address of "
                        "this machine (or 127.0.0.1)",
                        kRunHelp);
+  if (memlive::detail::unreachable_host(addr))
+    return usage_error("host " + opts.host + " is a multicast or broadcast address, which no "
+                       "connection reaches: give one address of this machine (or 127.0.0.1)",
+                       kRunHelp);
   std::string lib, err;
   // Before the library's checks: a sanitizer build has none, and the limit is the shell's.
   if (const int code = check_descriptors()) return code;
@@ -1785,14 +1811,16 @@ int main(int argc, char** argv) {
     int (*run)(const args&);
   };
   static const verb_info kVerbs[] = {
-      {"list", "--clean", kListHelp, cmd_list},
-      {"snapshot", "--pid --all --format --by", kSnapshotHelp, cmd_snapshot},
-      {"tune", "--pid", tune_help(), cmd_tune},
-      {"record", "--pid --interval --out --count --duration --budget", kRecordHelp,
+      // --dir (not in the helps: for tests) where segments are read; check reads a recording.
+      {"list", "--clean --dir", kListHelp, cmd_list},
+      {"snapshot", "--pid --all --format --by --dir", kSnapshotHelp, cmd_snapshot},
+      {"tune", "--pid --dir", tune_help(), cmd_tune},
+      {"record", "--pid --interval --out --count --duration --budget --dir", kRecordHelp,
        cmd_record},
       {"check", "", kCheckHelp, cmd_check},
-      {"serve", "--pid --all --host --port --interval --history", kServeHelp, cmd_serve},
-      {"run", "--host --port --interval --history --lib --exit-when-done", kRunHelp, cmd_run},
+      {"serve", "--pid --all --host --port --interval --history --dir", kServeHelp, cmd_serve},
+      {"run", "--host --port --interval --history --lib --exit-when-done --dir", kRunHelp,
+       cmd_run},
   };
   if (verb == "--help" || verb == "-h" || verb == "help") {  // memlive help [VERB]
     if (argc > 3) return usage_error(verb + " takes at most one verb");

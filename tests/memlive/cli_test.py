@@ -790,6 +790,12 @@ def check_errors(ml, workload_pid, tmp):
          "not thread or class"),
         (["snapshot", "--pid", "1", "--by", "class"], "--by goes with --format prometheus"),
         (["snapshot", "--pid", "abc"], "not a process id"),
+        # A one-dash word was taken as an argument, an option as the value before it, and an
+        # empty --out as none.
+        (["snapshot", "-p", "5"], "unknown option '-p'"),
+        (["record", "--pid", "1", "--interval", "100", "--count", "2", "--out", "--budget",
+          "live_bytes<=1"], "--out needs a value, not the option --budget"),
+        (["record", "--pid", "1", "--interval", "100", "--out", ""], "--out: the path is empty"),
         # A repeated option kept the last; a sign passed as part of the number.
         (["snapshot", "--pid", "1", "--pid", "2"], "--pid is given more than once"),
         (["snapshot", "--pid", "1", "--format", "json", "--format=csv"],
@@ -1013,6 +1019,12 @@ def check_errors(ml, workload_pid, tmp):
         check(r.returncode == 2 and "0.0.0.0" in r.stderr and "refused" in r.stderr,
               "%s --host 0.0.0.0: exit 2, says why (got %d: %s)" % (verb[0], r.returncode,
                                                                   r.stderr.strip()[:200]))
+        # Multicast and broadcast bind, but nothing connects: it said it served there.
+        for host in ("224.0.0.1", "255.255.255.255"):
+            r = run([ml, verb[0], "--host", host, "--port", "0"] + verb[1:])
+            check(r.returncode == 2 and "multicast or broadcast" in r.stderr,
+                  "%s --host %s: exit 2, says why (got %d: %s)" % (verb[0], host, r.returncode,
+                                                                 r.stderr.strip()[:200]))
     # Another address than loopback: served, with a warning that there is no authentication.
     addrs = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
     outside = [a for a in addrs if a.count(".") == 3 and not a.startswith("127.")]
@@ -1230,20 +1242,35 @@ def check_closed_stdio(ml, pid):
     ended. Each run below must leave the segment readable, and say by its exit code what failed."""
     snap = snapshot_json(ml, pid)
     kept = {o["name"]: o["requested"] for o in (snap or {}).get("options", [])}
-    runs = (("2>&-", ["tune", "--pid", str(pid), "nosuch=1"], 7),
-            (">&-", ["tune", "--pid", str(pid), "page_recycle=%d" % kept.get("page_recycle", 2)],
-             1),
-            ("<&- >&- 2>&-", ["snapshot", "--pid", str(pid)], 1),
+    same = ["tune", "--pid", str(pid), "page_recycle=%d" % kept.get("page_recycle", 2)]
+    runs = (("2>&-", ["tune", "--pid", str(pid), "nosuch=1"], 7, ""),
+            (">&-", same, 1, "stored all the same"),
+            (">/dev/full", same, 1, "stored all the same"),
+            ("<&- >&- 2>&-", ["snapshot", "--pid", str(pid)], 1, ""),
             (">&-", ["record", "--pid", str(pid), "--interval", "10", "--count", "2", "--out",
-                     "-"], 1))
-    for redirect, args, code in runs:
+                     "-"], 1, "stdout is closed"))
+    for redirect, args, code, says in runs:
         r = subprocess.run(["sh", "-c", 'exec "$@" ' + redirect, "sh", ml] + args,
                            capture_output=True, text=True, timeout=TIMEOUT)
         after = run([ml, "snapshot", "--pid", str(pid)])
-        check(r.returncode == code and after.returncode == 0 and
+        check(r.returncode == code and says in r.stderr and after.returncode == 0 and
               after.stdout.startswith('{"schema":"memlive.snapshot/1"'),
-              "%s %s: exit %d, the segment still readable (%d; %s)" %
-              (args[0], redirect, code, r.returncode, after.stderr.strip()[:120]))
+              "%s %s: exit %d, %r, the segment still readable (%d: %s; %s)" %
+              (args[0], redirect, code, says, r.returncode, r.stderr.strip()[:120],
+               after.stderr.strip()[:120]))
+
+
+def check_thread_id(ml, pid):
+    """A thread's id passes for a pid (kill(tid, 0) succeeds): memlive said the "process" publishes
+    no segment and to run it with LD_PRELOAD. It names the process now."""
+    tids = [int(t) for t in os.listdir("/proc/%d/task" % pid) if int(t) != pid]
+    if not check(tids, "the workload has a thread besides its main one"):
+        return
+    for verb in (["snapshot"], ["tune", "page_recycle=2"]):
+        r = run([ml, verb[0], "--pid", str(tids[0])] + verb[1:])
+        check(r.returncode == 4 and "%d is a thread of process %d" % (tids[0], pid) in r.stderr,
+              "%s --pid TID: exit 4, names the thread's process (%d: %s)" %
+              (verb[0], r.returncode, r.stderr.strip()))
 
 
 def check_record_follows_exec(ml, wl, tmp):
@@ -1484,7 +1511,7 @@ def check_check(ml, pid, tmp):
              "growth(METRIC) only, the one budget that can fall below 0"),
             ("live_bytes<=+1", "bad number '+1' in 'live_bytes<=+1': a sign is for growth"),
             ("growth(live_bytes)<=--1", "bad number '--1' in 'growth(live_bytes)<=--1': a whole "
-             "number, optionally followed by KiB, MiB, GiB or TiB (1024-based), with a '-' in "
+             "number, optionally followed by B, KiB, MiB, GiB or TiB (1024-based), with a '-' in "
              "front for a fall"),
             ("growth(live_bytes)<=-", "bad number '-'"),
             ("growth(live_bytes)<=-1.5MiB", "bad number '-1.5MiB'"),
@@ -2255,6 +2282,7 @@ def cmd_cli(ml, wl):
         check_tune_across_exec(ml, wl)
         check_descriptor_limit(ml, w.pid)
         check_closed_stdio(ml, w.pid)
+        check_thread_id(ml, w.pid)
         check_errors(ml, w.pid, tmp)
 
         # Record until the process exits: a final sample, and the exit reported.
