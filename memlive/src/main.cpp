@@ -1779,10 +1779,11 @@ int main(int argc, char** argv) {
   // opens, and a segment opened for `tune` or `serve` took them: memlive's own messages were
   // written into the counters, and the process read as "not a livealloc telemetry segment" until
   // it ended. Each closed one is taken by /dev/null opened the other way round (1 and 2 read-only,
-  // 0 write-only), so that output to it still fails as it did on the closed descriptor.
+  // 0 write-only), so that output to it still fails as it did on the closed descriptor; `run`'s
+  // program finds it closed, as it was given (O_CLOEXEC).
   for (int fd = 0; fd <= 2; ++fd)
     if (fcntl(fd, F_GETFD) == -1 && errno == EBADF &&
-        open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_NOCTTY) != fd)
+        open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_NOCTTY | O_CLOEXEC) != fd)
       return 1;  // no /dev/null (and maybe nowhere to say so)
   // The server's 24 worker threads would each get a glibc arena, and memory freed after one big
   // answer (a snapshot of hundreds of threads is tens of MiB) would stay in that thread's arena
