@@ -661,12 +661,17 @@ void await_next_image(std::unique_ptr<rd::segment>* seg) {
   }
 }
 
+// open_segment's error, said; where no process has the pid, with where to find one.
+int fail_open(const memlive::open_result& r) {
+  return fail(r.kind, r.error + (r.kind == error_kind::no_process
+                                     ? "; `memlive list` shows the processes that publish one"
+                                     : ""));
+}
+
 std::unique_ptr<rd::segment> open_or_report(const args& a, bool for_tuning, int* code) {
   memlive::open_result r = memlive::open_segment(a.pid, for_tuning, a.dir);
   if (!r.segment)
-    *code = fail(r.kind, r.error + (r.kind == error_kind::no_process
-                                        ? "; `memlive list` shows the processes that publish one"
-                                        : ""));
+    *code = fail_open(r);
   else
     await_next_image(&r.segment);
   return std::move(r.segment);
@@ -1424,7 +1429,7 @@ int cmd_serve(const args& a) {
     r = memlive::open_segment(a.pid, false, a.dir);
     read_only = true;
   }
-  if (!r.segment) return fail(r.kind, r.error);
+  if (!r.segment) return fail_open(r);
   await_next_image(&r.segment);
   // A process that is gone (crashed, killed) left its last state: served, marked gone, as
   // snapshot prints it. One whose pid lives on in a program without livealloc (exec) is refused.
