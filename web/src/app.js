@@ -106,13 +106,15 @@
     const n = sizes.length;
     const cls = [];
     for (let c = 0; c < n; ++c)
-      cls.push({ cls: c, size: sizes[c], units: units[c] || 0, liveBlocks: 0, live: 0, peak: 0, free: 0, allocs: 0,
+      cls.push({ cls: c, size: sizes[c], units: units[c] || 0, liveBlocks: 0, live: 0, peak: 0,
+        free: 0, allocs: 0, freed: 0,
         requested: 0, taken: 0, released: 0, kept: 0, inUse: 0, reserved: 0, threads: 0, maxPeak: 0, frag: null });
     const add = (r) => {
       const k = cls[r[0]];
       if (!k) return;
       k.liveBlocks += rowLive(r);
       k.allocs += r[C.allocs];
+      k.freed += r[C.frees] + r[C.large_freed_by_others];  // blocks freed, whoever freed them
       k.requested += r[C.requested_bytes];
       k.taken += r[C.pages_taken];
       k.released += r[C.pages_released];
@@ -160,6 +162,10 @@
     for (const x of threads) {
       const cell = x.cells.get(0);
       if (cell) { cell.live = Math.max(0, cell.liveBlocks) * meanLarge; cell.estimated = true; }
+      // What the table sorts by and the chart draws for a thread: a thread holding 578 MiB of
+      // large blocks and 16 KiB of small ones was last by live, and a flat line. (Not under a
+      // baseline, whose large blocks are a change and large_bytes what they are now.)
+      x.liveEst = x.live + (cell && !(s.baseline_taken_ns > 0) ? cell.live : 0);
     }
     for (const k of cls) {
       if (k.cls === 0) {
@@ -219,6 +225,7 @@
     needHistory: false,   // load /api/history once the first stream sample is drawn
     selection: null,      // {kind: "thread"|"class", key, label}
     series: [],           // compact samples for the chart: {x, total, threads: Map, classes: []}
+    classPeaks: [],       // by class, the most live bytes seen in the samples of this process
     epoch: 0,             // bumped whenever series is replaced rather than extended
     pid: null,
     startNs: null,        // start_ns of the process charted (with pid: a new image after exec)
@@ -235,12 +242,12 @@
 
   function compact(d) {
     const threads = new Map();
-    for (const x of d.threads) threads.set(x.key, x.live);
+    for (const x of d.threads) threads.set(x.key, x.liveEst);
     return { x: d.uptime / 1000, t: d.t, pid: d.s.pid, dead: d.s.alive === false, gen: d.s.control ? d.s.control.generation : 0,
       total: d.live, threads, classes: d.classes.map((k) => k.live),
       cls: d.classes.map((k) => [k.taken, k.released, k.kept, k.inUse, k.reserved, k.threads, k.liveBlocks]),
       large: d.s.process.large_bytes || 0, mmaps: d.s.process.mmap_calls || 0,
-      munmaps: d.s.process.munmap_calls || 0 };
+      largeFreed: d.classes[0] ? d.classes[0].freed : 0 };
   }
 
   // Appends point p to a series unless it is not newer than the last one (history and stream
@@ -260,14 +267,27 @@
     if (state.pid !== null && !sameProcess(d.s, charted)) newProcess();
     state.pid = d.s.pid;
     state.startNs = d.s.start_ns;
-    appendPoint(state.series, compact(d));
+    const p = compact(d);
+    appendPoint(state.series, p);
+    notePeaks(p);
     if (state.series.length > MAX_POINTS) state.series.splice(0, state.series.length - MAX_POINTS);
+  }
+  // The most live bytes of each class this page has seen of the process (its history and
+  // stream): the threads' peak_live counters are taken at their slow paths, drop with the threads
+  // that exit, and do not count a large block's size, so a class's "peak" read below what it
+  // had shown live (578 MiB of large blocks freed: peak 0 B).
+  function notePeaks(p) {
+    const m = state.classPeaks;
+    p.classes.forEach((v, c) => { if (!(m[c] >= v)) m[c] = v; });
   }
   // Another process behind the same server (memlive restarted on the port), or a new image of
   // the same one (exec): nothing of the old one applies.
   function newProcess() {
     state.series = [];
+    state.classPeaks = [];
     state.epoch += 1;
+    // A thread of the process before (tid, slot) is none of this one's.
+    if (state.selection && state.selection.kind === "thread") select(null, null, null);
     state.pending.clear();
     for (const row of optionRows.values()) { setMsg(row, "", ""); row.input.removeAttribute("aria-invalid"); }
   }
@@ -361,6 +381,7 @@
     for (const s of samples)
       if (!checkSnapshot(s) && sameProcess(s, { pid: state.pid, start_ns: state.startNs }))
         points.push(compact(derive(s, null)));
+    for (const p of points) notePeaks(p);
     const merged = [];
     for (const p of points.concat(state.series).sort((a, b) => a.t - b.t)) appendPoint(merged, p);
     state.series = merged.slice(-MAX_POINTS);
@@ -759,6 +780,7 @@
     stopReplayTimer();
     showNotice("");
     state.series = [];
+    state.classPeaks = [];
     state.epoch += 1;
     state.pid = null;
     for (const d of samples) pushSample(d);
@@ -803,6 +825,7 @@
     $("replay-controls").hidden = true;
     for (const id of ["pause", "baseline"]) $(id).disabled = false;
     state.series = [];
+    state.classPeaks = [];
     state.epoch += 1;
     state.pid = null;
     state.last = null;
@@ -820,6 +843,13 @@
     state.dirty = true;
     schedule();
   }
+  // With the theme left to the system, a change of the system's scheme recolours the canvases
+  // too (the CSS follows by itself; the chart and heat map kept the colours read before).
+  const systemScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (systemScheme && systemScheme.addEventListener)
+    systemScheme.addEventListener("change", () => {
+      if (!document.documentElement.dataset.theme) applyTheme("");
+    });
   $("theme").addEventListener("click", () => {
     const cur = document.documentElement.dataset.theme || "";
     const next = cur === "" ? "dark" : cur === "dark" ? "light" : "";
@@ -1041,13 +1071,19 @@
   function sorter(table, items) {
     const s = state.sort[table];
     const dir = s.dir;
-    const get = (x) => x[s.key];
+    // A thread's live with its large blocks (estimated); large blocks as the largest class;
+    // names in natural order (work-2 before work-10).
+    const get = table === "threads" && s.key === "live" ? (x) => x.liveEst
+      : table === "classes" && s.key === "size" ? (x) => (x.cls === 0 ? Infinity : x.size)
+        : (x) => x[s.key];
     return items.sort((a, b) => {
       const x = get(a), y = get(b);
       if (x === y) return 0;
       if (x === null || x === undefined) return 1;
       if (y === null || y === undefined) return -1;
-      return (typeof x === "string" ? x.localeCompare(y) : x - y) * dir;
+      const order =
+        typeof x === "string" ? x.localeCompare(y, undefined, { numeric: true }) : x - y;
+      return order * dir;
     });
   }
   for (const table of ["classes", "threads"]) {
@@ -1081,6 +1117,9 @@
       const text = (key === "peak" ? "peak" : "free in spans") + now;
       if (b.textContent !== text) b.textContent = text;
     }
+    // (A replay's samples are all known at once: its peaks stay the recorded ones.)
+    if (state.mode !== "replay")
+      for (const k of d.classes) k.peak = Math.max(k.peak, state.classPeaks[k.cls] || 0);
     const items = sorter("classes", d.classes.filter((k) => k.allocs > 0 || k.live > 0 || k.free > 0).slice());
     const tbody = document.querySelector("#classes tbody");
     syncRows(tbody, items, (k) => String(k.cls),
@@ -1137,7 +1176,10 @@
         // large blocks, counted: "+ 3 large", or under a baseline "+ 3 large" / "− 1 large"
         const large = !x.large ? ""
           : (x.large < 0 ? " \u2212 " : " + ") + fmtInt(Math.abs(x.large)) + " large";
-        setCell(td[3], fb(x.live) + large, x.live);
+        setCell(td[3], fb(x.live) + large, x.liveEst);
+        const est = x.liveEst !== x.live ? "about " + fmtBytes(x.liveEst) +
+          " with its large blocks at the process's mean large block" : "";
+        if (td[3].title !== est) td[3].title = est;
         setCell(td[4], fmtInt(x.allocs), x.allocs);
         setCell(td[5], fmtInt(x.frees), x.frees);
         setCell(td[6], fmtRate(x.rate), x.rate);
@@ -1319,8 +1361,9 @@
     const cls = c === 0 ? "large blocks" : "class " + c + " (" + fmtBytes(d.classes[c].size) + ")";
     const bytes = (cell.estimated ? "about " : "") + fmtBytes(cell.live) +
       (cell.estimated ? " at the process's mean large block" : "");
-    $("heat-hover").textContent = x.name + " · " + cls + ": " + fmtInt(cell.liveBlocks) + " live blocks" +
-      " (" + bytes + "), " + fmtInt(cell.allocs) + " allocations, " +
+    $("heat-hover").textContent = x.name + " · " + cls + ": " +
+      plural(cell.liveBlocks, "live block") + " (" + bytes + "), " +
+      plural(cell.allocs, "allocation") + ", " +
       fmtRate(cell.rate || 0) + "/s";
   }
   function moveHeatCursor(i, j) {
@@ -1444,7 +1487,8 @@
     }
     const value = JSON_NUMBER.test(trimmed) ? trimmed : trimmed === "true" || trimmed === "false" ? trimmed
       : JSON.stringify(trimmed);
-    state.pending.delete(name); // a new request supersedes the one being followed
+    // A new request supersedes the one being followed once it is accepted: a refused one leaves
+    // that one pending (it was said to be another writer's).
     setMsg(row, "pending", "sending…");
     row.sending = true; // a sample arriving meanwhile must not put the old value back in the field
     let r;
@@ -1484,6 +1528,8 @@
         row.input.value = String(o.effective);
       const p = state.pending.get(o.name);
       if (state.mode === "replay" || row.sending || row.msg.dataset.unsent) continue;
+      // The error of the value typed stays until Escape puts the value back or one is accepted.
+      if (row.input.getAttribute("aria-invalid") === "true") continue;
       if (!p) {  // a value another writer asked for (or this page, before a reload)
         if (o.requested !== o.effective) {
           row.foreign = true;
@@ -1644,8 +1690,9 @@
         for (let i = first; i < series.length; ++i) peak = Math.max(peak, series[i].large);
         const maps = now.mmaps - old.mmaps;
         const mib = Math.ceil(peak / 1048576);
-        // Mappings made and unmapped again: large blocks that only grow have nothing to cache.
-        if (maps > 10 && now.munmaps - old.munmaps > 10 && mib > lc.effective) {
+        // Mappings made while large blocks were freed: large blocks that only grow have nothing
+        // to cache. (Not munmap calls: a new aligned mapping makes two, for its trimmed ends.)
+        if (maps > 10 && now.largeFreed - old.largeFreed > 10 && mib > lc.effective) {
           const want = Math.min(lc.max, Math.ceil(mib * 1.25));
           recs.push({ cls: 0, option: "large_cache", now: lc.effective, want,
             why: fmtInt(maps) + " mappings in " + fmtDuration(seconds * 1000) + " while large blocks peaked at " +

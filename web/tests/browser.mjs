@@ -377,6 +377,24 @@ try {
   check(!waiting.startsWith("(got)") && held.effective === 11 && held.requested === 13,
     "a value sent to a process that does not allocate is shown as not taken yet, and why",
     JSON.stringify({ waiting, held }));
+  // A bad value typed while the page's own value waits: its error stays (the waiting value's
+  // message, which blamed "another page" for this page's 13, replaced it within 300 ms), and
+  // Escape gives back the message of the value that waits.
+  await input.fill("abc");
+  expected400 += 1;
+  await input.press("Enter");
+  await page.waitForTimeout(1500);
+  const kept = { msg: await msgOf("page_recycle"),
+    cls: await page.getAttribute("#opt-page_recycle-msg", "class") };
+  await input.press("Escape");
+  const own = await until("the waiting value's message back", async () => {
+    const text = await msgOf("page_recycle");
+    return /^sent \(generation \d+\), not taken yet/.test(text) ? text : null;
+  }, 10000).catch(async () => "(got) " + await msgOf("page_recycle"));
+  check(/\berror\b/.test(kept.cls) && /abc|integer|number/.test(kept.msg) &&
+    !own.startsWith("(got)"), "the error of a bad value typed while the page's value waits " +
+    "stays, and Escape shows the waiting value again, as this page's",
+    JSON.stringify({ kept, own }));
   const post = (body) => fetch(base + "/api/options",
     { method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body) });
@@ -896,12 +914,15 @@ try {
     fs.writeFileSync(file, samples.join("\n") + "\n");
     await page.setInputFiles("#replay-file", file);
   };
-  // 24 large blocks mapped in 0.4 s while they peaked at 200 MiB, past the 128 MiB cache: raise
-  // it to 1.25 x 200 MiB.
+  // 24 large blocks mapped in 0.4 s, and as many freed, while they peaked at 200 MiB, past the
+  // 128 MiB cache: raise it to 1.25 x 200 MiB.
   await replayEdited("large_cache.jsonl", (j, i) => {
     j.process.mmap_calls = (j.process.mmap_calls || 0) + 6 * i;
-    j.process.munmap_calls = (j.process.munmap_calls || 0) + 6 * i;
     j.process.large_bytes = (i === 2 ? 200 : 50) * 1048576;
+    let large = j.exited.find((r) => r[0] === 0);
+    if (!large) j.exited.push(large = [0].concat(j.counters.map(() => 0)));
+    large[j.counters.indexOf("allocs") + 1] += 6 * i;
+    large[j.counters.indexOf("frees") + 1] += 6 * i;
   });
   const lcRec = await recommendation("large_cache", "large");
   const lcWhy = /^24 mappings in .+ while large blocks peaked at 200 MiB; a cache of 250 MiB keeps/;
@@ -938,6 +959,30 @@ try {
       tr.children[1].textContent === "large_cache").map((tr) => tr.textContent));
   check(prRec && growthOnly.length === 0,
     "recommendations: large blocks that only grow give no large_cache suggestion", growthOnly);
+  // A thread that holds 2,000 large blocks (586 MiB) and little else: its live sorts, with them
+  // estimated at the process's mean large block, first (it came last: 16 KiB "+ 2,000 large").
+  await replayEdited("large_thread.jsonl", (j) => {
+    const t = j.threads.find((x) => x.name === "cache");
+    let large = t.classes.find((r) => r[0] === 0);
+    if (!large) t.classes.push(large = [0].concat(j.counters.map(() => 0)));
+    large[j.counters.indexOf("allocs") + 1] += 2000;
+    j.process.large_bytes = 2000 * 307200;
+    for (const x of j.threads) for (const r of x.classes.filter((c) => c[0] === 0 && c !== large))
+      r[j.counters.indexOf("frees") + 1] = r[j.counters.indexOf("allocs") + 1];
+    for (const r of j.exited.filter((c) => c[0] === 0))
+      r[j.counters.indexOf("frees") + 1] = r[j.counters.indexOf("allocs") + 1];
+  });
+  const firstByLive = await until("the threads sorted by live, large blocks included", () =>
+    page.evaluate(() => {
+      const td = document.querySelector("#threads tbody tr").children;
+      return td[0].dataset.value === "cache" ? { value: Number(td[3].dataset.value),
+        text: td[3].textContent, title: td[3].title } : null;
+    })).catch(() => null);
+  check(firstByLive && firstByLive.value >= 2000 * 307200 &&
+    /\+ 2,000 large$/.test(firstByLive.text) &&
+    /^about 58\d(\.\d)? MiB with its large blocks/.test(firstByLive.title),
+    "a thread holding large blocks sorts first by live, with them estimated",
+    JSON.stringify(firstByLive));
   await page.click("#replay-exit");
   await page.waitForFunction(() => document.body.dataset.mode === "live", null, { timeout: 10000 }).catch(() => {});
   check((await page.evaluate(() => document.body.dataset.mode)) === "live", "back to live after the replay");
@@ -950,6 +995,23 @@ try {
   check((await page.evaluate(() => document.documentElement.dataset.theme)) === "dark", "the theme button switches to dark");
   await page.click("#theme");
   await page.click("#theme");
+  // Left to the system (the third click), a change of the system's scheme recolours the chart
+  // too: it kept the colours of the scheme it was drawn in.
+  const gridOf = () => page.evaluate(() => ({
+    grid: window.Chart.getChart("chart-live").options.scales.x.grid.color,
+    css: getComputedStyle(document.documentElement).getPropertyValue("--line").trim() }));
+  const schemes = [];
+  for (const colorScheme of ["dark", "light"]) {
+    await page.emulateMedia({ colorScheme });
+    schemes.push(await until("the chart to take the " + colorScheme + " scheme", async () => {
+      const g = await gridOf();
+      return g.grid === g.css ? g : null;
+    }, 5000).catch(gridOf));
+  }
+  await page.emulateMedia({ colorScheme: null });
+  check(schemes.every((g) => g.grid === g.css) && schemes[0].css !== schemes[1].css,
+    "with the system's theme, the chart follows the system switching to dark and back",
+    JSON.stringify(schemes));
 
   // Phones: nothing wider than the screen (the tables and the heat map scroll in their cards).
   for (const width of [320, 375]) {
