@@ -1791,10 +1791,12 @@ inline options_request check_options_body(const std::string& body,
                   &name);
     } else if (o && whole > 0) {
       a.value = whole_value;
-    } else if (o) {
+    } else if (o) {  // "not a string", "not an object", "not a number with a fraction", "not null"
+      const std::string type = v.type_name();
+      const char* article = v.is_null() ? "" : v.is_object() || v.is_array() ? "an " : "a ";
       return fail("option '" + name + "' takes " +
                       (o->is_bool ? std::string("true, false, 0 or 1") : "an integer") + ", not " +
-                      v.type_name() + (v.is_number_float() ? " with a fraction" : ""),
+                      article + type + (v.is_number_float() ? " with a fraction" : ""),
                   &name);
     }
     std::string err;  // unknown name (o == nullptr), not live, bool, range

@@ -936,7 +936,7 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
       {"[1]", nullptr, "JSON object"},
       {"8", nullptr, "JSON object"},
       {"{}", nullptr, "no options"},
-      {R"({"page_recycle": "8"})", "page_recycle", "an integer, not string"},
+      {R"({"page_recycle": "8"})", "page_recycle", "an integer, not a string"},
       {R"({"page_recycle": 8.5})", "page_recycle", "with a fraction"},
       {R"({"page_recycle": 1e-3})", "page_recycle", "with a fraction"},
       // Decided on the digits, as `tune` decides: a double holds 0 and 8 for these.
@@ -957,15 +957,15 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
       {R"({"hugepages": 1, "page_recycle": -1e400, "nosuch": 1e999})", "nosuch",
        "unknown option 'nosuch'"},
       {R"({"page_recycle": 1e400, "page_recycle": 1})", "page_recycle", "given twice"},
-      {R"({"page_recycle": [1e400]})", "page_recycle", "an integer, not array"},
+      {R"({"page_recycle": [1e400]})", "page_recycle", "an integer, not an array"},
       {"[1e400]", nullptr, "JSON object"},
       // Each number keeps its own text, whatever floats come before it.
       {R"({"x": [1.5, 1e999, 2.5], "page_recycle": 1e400})", "page_recycle",
        "1e400 is out of range [0, 4096]"},
       {R"({"page_recycle": 5e3})", "page_recycle", "out of range [0, 4096]"},
       {R"({"hugepages": 2.0})", "hugepages", "is a bool"},
-      {R"({"page_recycle": true})", "page_recycle", "an integer, not boolean"},
-      {R"({"page_recycle": [8]})", "page_recycle", "an integer, not array"},
+      {R"({"page_recycle": true})", "page_recycle", "an integer, not a boolean"},
+      {R"({"page_recycle": [8]})", "page_recycle", "an integer, not an array"},
       {R"({"page_recycle": 4097})", "page_recycle", "out of range [0, 4096]"},
       {R"({"page_recycle": -1})", "page_recycle", "out of range"},
       {R"({"page_recycle": 9223372036854775808})", "page_recycle", "out of range"},
@@ -990,7 +990,7 @@ TEST_CASE("check_options_body: all checked, errors name the field, nothing kept 
   auto r400 = check_options_body("{\"page_recycle\": " + digits400 + "}", s.options);
   CHECK(r400.error == "option 'page_recycle': " + digits400 + " is out of range [0, 4096]");
   r400 = check_options_body("{\"page_recycle\": " + digits400 + ".5}", s.options);
-  CHECK(r400.error == "option 'page_recycle' takes an integer, not number with a fraction");
+  CHECK(r400.error == "option 'page_recycle' takes an integer, not a number with a fraction");
   const auto zero = check_options_body(R"({"page_recycle": 0.0e999999})", s.options);
   REQUIRE(zero.ok());
   CHECK(zero.values.at(0).value == 0);
