@@ -270,7 +270,15 @@
     const p = compact(d);
     appendPoint(state.series, p);
     notePeaks(p);
-    if (state.series.length > MAX_POINTS) state.series.splice(0, state.series.length - MAX_POINTS);
+    // Past MAX_POINTS the older half is thinned to every other point rather than dropped: the
+    // chart keeps the whole run (at 80 ms it showed the last 4 minutes only, and a slow leak's
+    // start was gone), at a resolution that halves with age; the newer half keeps every sample.
+    if (state.series.length > MAX_POINTS) {
+      const half = state.series.length >> 1;
+      state.series = state.series.slice(0, half).filter((_, i) => i % 2 === 0)
+        .concat(state.series.slice(half));
+      state.epoch += 1; // the chart is drawn again from it
+    }
   }
   // The most live bytes of each class this page has seen of the process (its history and
   // stream): the threads' peak_live counters are taken at their slow paths, drop with the threads

@@ -959,6 +959,30 @@ try {
       tr.children[1].textContent === "large_cache").map((tr) => tr.textContent));
   check(prRec && growthOnly.length === 0,
     "recommendations: large blocks that only grow give no large_cache suggestion", growthOnly);
+  // A run longer than the chart's 3,000 points (3,500 samples 80 ms apart, a thread each): the
+  // chart thins its older half and still starts at the run's first sample (it dropped them).
+  {
+    const one = JSON.parse(fs.readFileSync(rec, "utf8").trim().split("\n")[0]);
+    one.threads = one.threads.slice(0, 1);
+    one.exited = [];
+    one.free_matrix = [];
+    const lines = [];
+    for (let i = 0; i < 3500; ++i) {
+      one.taken_ns = one.start_ns + (i + 1) * 80e6;
+      lines.push(JSON.stringify(one));
+    }
+    const file = path.join(out, "long_run.jsonl");
+    fs.writeFileSync(file, lines.join("\n") + "\n");
+    await page.setInputFiles("#replay-file", file);
+    const drawnRun = await until("the long run drawn", () => page.evaluate(() => {
+      const d = window.Chart.getChart("chart-live").data.datasets[0].data;
+      return d.length > 1000 && d[d.length - 1].x >= 279.9 ? { n: d.length, first: d[0].x,
+        last: d[d.length - 1].x } : null;
+    }), 30000).catch(() => null);
+    check(drawnRun && drawnRun.n <= 3000 && drawnRun.first < 0.1,
+      "a run longer than the chart's points is drawn from its first sample, thinned",
+      JSON.stringify(drawnRun));
+  }
   // A thread that holds 2,000 large blocks (586 MiB) and little else: its live sorts, with them
   // estimated at the process's mean large block, first (it came last: 16 KiB "+ 2,000 large").
   await replayEdited("large_thread.jsonl", (j) => {
