@@ -641,7 +641,8 @@
       // an error) but the plain snapshot, with baseline_taken_ns 0.
       const r = await fetch("/api/snapshot?since=baseline&if_none=plain");
       if (!r.ok) return;
-      const s = await r.json();
+      const raw = await r.text();
+      const s = JSON.parse(raw);
       if (checkSnapshot(s) || !state.baseline) return;
       if (!s.baseline_taken_ns) { // another client cleared it
         setBaseline(false, 0);
@@ -655,6 +656,7 @@
       // Rates come from consecutive live samples: the change since the baseline grows at the
       // same rate as the totals.
       state.sinceBaseline = derive(s, null);
+      state.sinceBaseline.raw = raw; // what the exports write under a baseline
       if (state.last) copyRates(state.last, state.sinceBaseline);
       if (state.last) copyFree(state.last, state.sinceBaseline);
       scheduleData();
@@ -703,9 +705,14 @@
     const m = d.raw && new RegExp('"' + name + '":(\\d+)').exec(d.raw);
     return m ? m[1] : String(d.s[name]);
   };
-  const exportName = (d, ext) => "memlive-" + d.s.pid + "-" + rawNs(d, "taken_ns") + "." + ext;
+  // Under a baseline the exports write what the tables show, the change since it (the JSON of
+  // GET /api/snapshot?since=baseline, with its baseline_taken_ns), and say so in the file's name.
+  const exported = () => (state.baseline && state.sinceBaseline && state.mode !== "replay"
+    ? state.sinceBaseline : state.current);
+  const exportName = (d, ext) => "memlive-" + d.s.pid + "-" + rawNs(d, "taken_ns") +
+    (d === state.sinceBaseline ? "-since-baseline" : "") + "." + ext;
   $("export-json").addEventListener("click", () => {
-    const d = state.current;
+    const d = exported();
     if (!d) return showNotice("Nothing to export yet.");
     download(exportName(d, "json"), "application/json", (d.raw || JSON.stringify(d.s)) + "\n");
   });
@@ -714,23 +721,25 @@
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
   // The same columns as `memlive snapshot --format csv` (memlive/README.md), whose `live` is at
-  // least 0 in every row (a thread of the capture hooks that freed more than it allocated).
+  // least 0 in every row (a thread of the capture hooks that freed more than it allocated); a
+  // change since the baseline keeps its sign.
   function toCSV(d) {
     const s = d.s;
+    const floor = d === state.sinceBaseline ? -Infinity : 0;
     const taken = rawNs(d, "taken_ns");
     const idx = counterIndex(s);
     const lines = [["taken_ns", "pid", "slot", "tid", "thread", "state", "class", "size", ...s.counters, "live"].join(",")];
     for (const t of s.threads)
       for (const r of t.classes)
         lines.push([taken, s.pid, t.slot, t.tid, csvField(t.name), threadState(s, t), r[0], s.class_sizes[r[0]],
-          ...r.slice(1), Math.max(0, liveOf(r, idx))].join(","));
+          ...r.slice(1), Math.max(floor, liveOf(r, idx))].join(","));
     for (const r of s.exited)
       lines.push([taken, s.pid, "exited", 0, "", "exited_totals", r[0], s.class_sizes[r[0]], ...r.slice(1),
-        Math.max(0, liveOf(r, idx))].join(","));
+        Math.max(floor, liveOf(r, idx))].join(","));
     return lines.join("\r\n") + "\r\n";
   }
   $("export-csv").addEventListener("click", () => {
-    const d = state.current;
+    const d = exported();
     if (!d) return showNotice("Nothing to export yet.");
     download(exportName(d, "csv"), "text/csv", toCSV(d));
   });
