@@ -331,8 +331,9 @@ try {
   });
   // (The message that follows 7 until every thread applied it may come back: the refused values
   // did not stop the page following it.)
-  check(escaped.before.invalid === "true" && escaped.now.value === "7" &&
-    escaped.now.invalid === null && (escaped.now.msg === "" || /^in effect: 7 /.test(escaped.now.msg)),
+  const esc = escaped.now;
+  check(escaped.before.invalid === "true" && esc.value === "7" && esc.invalid === null &&
+    (esc.msg === "" || /^in effect: 7 /.test(esc.msg)),
     "Escape after a rejected value restores the value in force and clears the error", JSON.stringify(escaped));
   await input.fill(" ");
   await input.press("Enter");
