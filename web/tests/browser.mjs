@@ -241,7 +241,14 @@ try {
   const selected = await until("the selection dataset", () => page.evaluate(() => {
     const ds = window.Chart.getChart("chart-live").data.datasets[1];
     return !ds.hidden && ds.data.length > 0 ? ds.label : null;
-  })).catch(() => null);
+  })).catch(() => page.evaluate(() => { // what there was instead (it failed once in ten runs)
+    const ds = window.Chart.getChart("chart-live").data.datasets[1];
+    return "(got) " + JSON.stringify({ hidden: ds.hidden, points: ds.data.length, label: ds.label,
+      mode: document.body.dataset.mode,
+      selected: document.getElementById("selection-label").textContent,
+      rows: [...document.querySelectorAll("#threads tbody tr[aria-selected=true] td.name")]
+        .map((td) => td.dataset.value) });
+  }));
   check(selected && selected.startsWith("ingest-0"), "selecting a thread adds its live bytes to the chart", selected);
 
   // The keyboard focus stays on its row when an update moves the row: `swing` goes from 0 to
