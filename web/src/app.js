@@ -521,15 +521,30 @@
   // ---------------------------------------------------------------------------------------------
   // Pause, baseline, interval
   $("pause").addEventListener("click", togglePause);
+  // Paused, the page reads no samples, and said "paused" while the process ended: /healthz,
+  // every 2 s, tells it so.
+  let pausedWatch = null;
+  function watchWhilePaused(on) {
+    clearInterval(pausedWatch);
+    pausedWatch = !on ? null : setInterval(async () => {
+      try {
+        const h = await (await fetch("/healthz")).json();
+        if (state.mode === "paused" && h.alive === false)
+          setMode("paused", "the process has exited: Resume shows its end");
+      } catch (e) { /* the server is gone: Resume says so */ }
+    }, 2000);
+  }
   function togglePause() {
     if (state.mode === "replay") return;
     if (state.mode === "paused") {
+      watchWhilePaused(false);
       $("pause").textContent = "Pause";
       $("pause").setAttribute("aria-pressed", "false");
       goLive();
     } else {
       closeStream();
       setMode("paused");
+      watchWhilePaused(true);
       $("pause").textContent = "Resume";
       $("pause").setAttribute("aria-pressed", "true");
     }

@@ -1175,8 +1175,16 @@ try {
       "and keeps the selected thread", JSON.stringify({ more, rows, first, kept }));
   }
 
-  // The workload ends: the page says so and keeps its last state; the server goes: reconnecting.
+  // The workload ends while the view is paused: the paused page says so (it said "paused" until
+  // resumed); resumed, it shows the end. Then the server goes: reconnecting.
+  await page.click("#pause");
   server.stdin.end();
+  const pausedExit = await until("the paused page to say the process exited", () =>
+    page.evaluate(() => document.getElementById("conn").textContent)
+      .then((t) => (/^paused \(the process has exited/.test(t) ? t : null)), 10000)
+    .catch(() => null);
+  check(pausedExit !== null, "a paused page says when the process exits", pausedExit);
+  await page.click("#pause");
   const exited = await until("the page to show the exit", () => page.evaluate(() =>
     document.body.dataset.mode === "exited" ? document.getElementById("conn").textContent : null)).catch(() => null);
   check(exited === "process exited", "when the program exits the page shows 'process exited'", exited);
