@@ -2982,9 +2982,20 @@ inline int parse_ipv4(const std::string& host, in_addr* out) {
   return inet_pton(AF_INET, iequals(host, "localhost") ? "127.0.0.1" : host.c_str(), out) == 1;
 }
 
-// Whether `a` is a multicast, reserved or broadcast address (224.0.0.0 and up): a server binds
-// there, and says it serves, but no connection ever reaches it.
-inline bool unreachable_host(const in_addr& a) { return ntohl(a.s_addr) >= 0xe0000000u; }
+// Why `host` cannot be the one address a server listens on, or "" (and *out set) when it can:
+// server::start's check, which `memlive run` makes before it starts the program.
+inline std::string host_problem(const std::string& host, in_addr* out) {
+  if (!parse_ipv4(host, out)) return "host '" + host + "' is not an IPv4 address (or localhost)";
+  if (out->s_addr == htonl(INADDR_ANY))
+    return "host 0.0.0.0 (every interface) is refused: requests must name the address in their "
+           "Host header, so give one address of this machine (or 127.0.0.1)";
+  // Multicast, reserved and broadcast (224.0.0.0 and up): a server binds there, and says it
+  // serves, but no connection ever reaches it.
+  if (ntohl(out->s_addr) >= 0xe0000000u)
+    return "host " + host + " is a multicast or broadcast address, which no connection "
+           "reaches: give one address of this machine (or 127.0.0.1)";
+  return "";
+}
 
 // The line to print when `host` is not a loopback address (127.0.0.0/8), else "": the server
 // then answers other machines, which can read the counters and change the thresholds.
@@ -3119,17 +3130,8 @@ inline status server::start(const options& o) {
                 "stream interval " + std::to_string(o.stream_interval_ms) + " ms is not " +
                     std::to_string(kMinStreamMs) + ".." + std::to_string(kMaxStreamMs));
   in_addr addr{};
-  if (!parse_ipv4(o.host, &addr))
-    return fail(start_error::bad_host,
-                "host '" + o.host + "' is not an IPv4 address (or localhost)");
-  if (addr.s_addr == htonl(INADDR_ANY))
-    return fail(start_error::bad_host,
-                "host 0.0.0.0 (every interface) is refused: requests must name the address in "
-                "their Host header, so give one address of this machine (or 127.0.0.1)");
-  if (unreachable_host(addr))
-    return fail(start_error::bad_host,
-                "host " + o.host + " is a multicast or broadcast address, which no connection "
-                "reaches: give one address of this machine (or 127.0.0.1)");
+  if (const std::string why = host_problem(o.host, &addr); !why.empty())
+    return fail(start_error::bad_host, why);
   char ip[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &addr, ip, sizeof ip);
   opts_ = o;

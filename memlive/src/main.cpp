@@ -1581,18 +1581,9 @@ int cmd_run(const args& a) {
     opts.stream_interval_ms = static_cast<int>(a.interval_ms);
   }
   if (a.history_mib >= 0) opts.history_bytes = std::size_t(a.history_mib) << 20;
-  in_addr addr{};
-  if (!memlive::detail::parse_ipv4(opts.host, &addr))
-    return usage_error("host '" + opts.host + "' is not an IPv4 address (or localhost)",
-                       kRunHelp);
-  if (addr.s_addr == htonl(INADDR_ANY))
-    return usage_error("host 0.0.0.0 (every interface) is refused: give one address of "
-                       "this machine (or 127.0.0.1)",
-                       kRunHelp);
-  if (memlive::detail::unreachable_host(addr))
-    return usage_error("host " + opts.host + " is a multicast or broadcast address, which no "
-                       "connection reaches: give one address of this machine (or 127.0.0.1)",
-                       kRunHelp);
+  in_addr addr{};  // (the server's own check, before the program starts)
+  if (const std::string why = memlive::detail::host_problem(opts.host, &addr); !why.empty())
+    return usage_error(why, kRunHelp);
   std::string lib, err;
   // Before the library's checks: a sanitizer build has none, and the limit is the shell's.
   if (const int code = check_descriptors()) return code;
