@@ -405,14 +405,17 @@ static int fork_without_descriptors() {
   return WEXITSTATUS(status);
 }
 
-TEST_CASE("a fork child whose segment file cannot be made keeps its heap as it was at the fork") {
+// `body` run in a child process of its own: its exit status (-1 if it did not exit).
+static int in_child(int (*body)()) {
   const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) _exit(fork_without_descriptors());
+  if (pid == 0) _exit(body());
   int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST_CASE("a fork child whose segment file cannot be made keeps its heap as it was at the fork") {
+  CHECK(in_child(fork_without_descriptors) == 0);
 }
 
 // The process of the test below: stdin, stdout and stderr closed (as a daemon may start its
@@ -439,13 +442,7 @@ static int fork_with_stdio_closed() {
 // The segment once took descriptor 0 there: the program's stdin read the counters, and its output,
 // once it opened files for 0 to 2 (or a log), went into them.
 TEST_CASE("started with stdin, stdout and stderr closed, the segment never takes 0, 1 or 2") {
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) _exit(fork_with_stdio_closed());
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(in_child(fork_with_stdio_closed) == 0);
 }
 
 TEST_CASE("a fork child that ends with _exit or _Exit removes its segment, as one that calls exit") {
