@@ -987,11 +987,13 @@ def load_rows(command, path, columns, kind):
 # oriented so that > 1 always means "better than glibc" (lower-is-better metrics inverted).
 
 def cmd_plotdata(args):
-    """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <metric> <file> <colours>" per
-    file, in order. A file has three columns (value, low, high: the median of the paired ratios
-    and their min and max, the error bar) only for the allocators with a value in it (an empty
-    column makes gnuplot warn); <colours> gives each allocator its line colour, the same in every
-    panel (1-based positions among the allocators of the run, comma-separated)."""
+    """Writes OUTDIR/<workload>.<metric>.dat and prints "<workload> <metric> <file> <colours>
+    <ymin>:<ymax>" per file, in order. A file has three columns (value, low, high: the median of
+    the paired ratios and their min and max, the error bar) only for the allocators with a value in
+    it (an empty column makes gnuplot warn); <colours> gives each allocator its line colour, the
+    same in every panel (1-based positions among the allocators of the run, comma-separated); the
+    y range holds every value and the glibc line at 1 with a margin (gnuplot's own would be empty,
+    and warn, when every bar is exactly 1)."""
     rows, _ = load_rows("plotdata", args.summary, SUMMARY_COLUMNS, "summary.csv")
     os.makedirs(args.outdir, exist_ok=True)
     present = [a["name"] for a in ALLOCATORS if a["name"] != "glibc" and any(r["allocator"] == a["name"] for r in rows)]
@@ -1028,7 +1030,11 @@ def cmd_plotdata(args):
             for label, vals in labels.items():
                 cells = [" ".join("%.4g" % x for x in vals[a]) if drawn(vals, a) else "? ? ?" for a in columns]
                 f.write('"%s" %s\n' % (label, " ".join(cells)))
-        print(workload, metric, path, ",".join(str(present.index(a) + 1) for a in columns))
+        values = [x for vals in labels.values() for a in columns if drawn(vals, a)
+                  for x in vals[a] if x > 0]
+        ymin, ymax = min(values + [1.0]) / 1.2, max(values + [1.0]) * 1.2
+        print(workload, metric, path, ",".join(str(present.index(a) + 1) for a in columns),
+              "%.4g:%.4g" % (ymin, ymax))
     # Every bar is a ratio to glibc: a workload that glibc (or every other allocator) did not
     # run has nothing to draw, which is said rather than left out quietly.
     workloads = list(dict.fromkeys(r["workload"] for r in rows))

@@ -24,8 +24,9 @@ outdir="${2:-$(dirname "$summary")/plots}"
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
 
-# "workload metric file colours" lines, grouped by workload. Every bar is a ratio to glibc: a
-# workload without glibc's results is named on stderr and skipped; with none at all, exit 1.
+# "workload metric file colours ymin:ymax" lines, grouped by workload. Every bar is a ratio to
+# glibc: a workload without glibc's results is named on stderr and skipped; with none at all,
+# exit 1.
 /usr/bin/python3 "$here/bench.py" plotdata "$summary" "$data" >"$data/index"
 mkdir -p "$outdir"
 
@@ -45,14 +46,19 @@ for w in $(cut -d' ' -f1 "$data/index" | uniq); do
     echo "set xtics rotate by -30 left noenhanced"
     echo "set key outside right top noenhanced font ',8'"
     echo "set multiplot layout $rows,$cols title '$w: ratio to glibc, above 1 is better (log scale; median of per-repetition ratios, bars min-max)' noenhanced"
-    awk -v w="$w" '$1 == w {print $2, $3, $4}' "$data/index" | while read -r metric file colours; do
-      columns=$(head -1 "$file" | wc -w)
-      echo "set title '$metric' noenhanced"
-      # The constant 1 draws the glibc line and keeps it inside every panel's y range.
-      # Each allocator has three columns (median, min, max) and its colour, the same in every panel.
-      echo "colours = '${colours//,/ }'"
-      echo "plot for [i=2:$columns:3] '$file' using i:i+1:i+2:xtic(1) title columnheader(i) lc (word(colours, (i+1)/3)+0), 1 with lines lw 2 lc rgb 'black' title 'glibc'"
-    done
+    awk -v w="$w" '$1 == w {print $2, $3, $4, $5}' "$data/index" |
+      while read -r metric file colours yrange; do
+        columns=$(head -1 "$file" | wc -w)
+        echo "set title '$metric' noenhanced"
+        echo "set yrange [$yrange]"
+        # The constant 1 draws the glibc line; plotdata's y range holds it and every bar.
+        # Each allocator has three columns (median, min, max) and its colour, the same in every
+        # panel.
+        echo "colours = '${colours//,/ }'"
+        bars="for [i=2:$columns:3] '$file' using i:i+1:i+2:xtic(1) title columnheader(i)"
+        line="1 with lines lw 2 lc rgb 'black' title 'glibc'"
+        echo "plot $bars lc (word(colours, (i+1)/3)+0), $line"
+      done
     echo "unset multiplot"
   } | gnuplot
   echo "wrote $outdir/$w.png"

@@ -117,7 +117,7 @@ def main():
             if key not in index:
                 failures.append("plotdata wrote no file for %s %s: %s" % (key + (out.stderr,)))
                 continue
-            path, got_colours = index[key][0], ",".join(index[key][1:])
+            path, got_colours = index[key][0], index[key][1]
             with open(path) as f:
                 lines = f.read().splitlines()
             if lines[0] != header or got_colours != colours:
@@ -134,6 +134,11 @@ def main():
                     got = " ".join(f.read().splitlines()[1].split()[1:])
                 if got != cells:
                     failures.append("%s %s cells %s, want %s" % (key + (got, cells)))
+        # The y range holds every bar, its error bar and the glibc line, with a margin: w's
+        # peak_rss spans 0.25 (livealloc's low) to 1.333 (mimalloc's high).
+        yrange = (index.get(("w", "peak_rss"), []) + ["", "", ""])[2]
+        if yrange != "0.2083:1.6":
+            failures.append("w peak_rss y range %r, want 0.2083:1.6" % yrange)
         drawn = []
         for name in ("syn-plots", "syn-plots-again"):
             out = subprocess.run(["bash", PLOT, syn, os.path.join(tmp, name)],
@@ -148,6 +153,21 @@ def main():
         with open(PLOT) as f:
             if "histogram errorbars" not in f.read():
                 failures.append("plot.sh does not draw the histograms with error bars")
+
+        # Every bar exactly 1 (a tie, as the smoke run's `true` can be): gnuplot's own y range
+        # would be empty, and its warning a failure of run.sh.
+        ties = os.path.join(tmp, "ties.csv")
+        with open(ties, "w", newline="") as f:
+            w = csv.DictWriter(f, FIELDS)
+            w.writeheader()
+            for a in ("glibc", "livealloc", "tcmalloc"):
+                w.writerow(dict(zip(FIELDS, ["t", "c", "1", "time", "s", "lower", a, "1", "1", "1",
+                                             "1", "1", "1", "1", "1", "1", "1", "1", "1"])))
+        out = subprocess.run(["bash", PLOT, ties, os.path.join(tmp, "ties")],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0 or out.stderr.strip():
+            failures.append("plot.sh on a summary of ties: exit %d, stderr %r" %
+                            (out.returncode, out.stderr.strip()[:400]))
 
         # Every bar is a ratio to glibc. A workload that glibc did not run is named as skipped;
         # a summary without glibc at all is an error, not a silent run that draws nothing.
