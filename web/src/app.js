@@ -224,6 +224,7 @@
     baselineBusy: false,  // a POST /api/baseline in flight (a second press waits for it)
     needHistory: false,   // load /api/history once the first stream sample is drawn
     selection: null,      // {kind: "thread"|"class", key, label}
+    logScale: false,      // the chart's y axis logarithmic (a small class beside a large total)
     series: [],           // compact samples for the chart: {x, total, threads: Map, classes: []}
     classPeaks: [],       // by class, the most live bytes seen in the samples of this process
     epoch: 0,             // bumped whenever series is replaced rather than extended
@@ -918,6 +919,17 @@
     const max = Math.max(step, Math.ceil(hi / step) * step);
     return { step, min: Math.floor(lo / step) * step, max };
   }
+  // On a log axis: powers of four (1 KiB, 4 KiB, 16 KiB ... 1 MiB), every m-th of them so that
+  // there are at most 8, from the one at or below the smallest value above 0 to the one at or
+  // above the largest. A 0 (a thread with nothing live) sits on the bottom line.
+  function logByteTicks(lo, hi) {
+    const k0 = Math.floor(Math.log2(lo) / 2), k1 = Math.max(k0 + 1, Math.ceil(Math.log2(hi) / 2));
+    const m = Math.ceil((k1 - k0) / 7);
+    const first = Math.floor(k0 / m) * m, last = Math.ceil(k1 / m) * m;
+    const values = [];
+    for (let k = first; k <= last; k += m) values.push(4 ** k);
+    return { min: values[0], max: values[values.length - 1], values };
+  }
   const tickDigits = new Intl.NumberFormat("en-US", { maximumFractionDigits: 3 });
   function fmtTickBytes(v) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
@@ -942,7 +954,12 @@
           x: { type: "linear", title: { display: true, text: "uptime" },
             ticks: { callback: (v) => fmtDuration(v * 1000), maxTicksLimit: 8, maxRotation: 0,
               autoSkipPadding: 16, includeBounds: false } },
-          y: { ticks: { callback: fmtTickBytes } }, // min, max and step: byteTicks
+          // min, max and step: byteTicks; on a log axis, min, max and the ticks: logByteTicks
+          y: { type: "linear", ticks: { callback: fmtTickBytes },
+            afterBuildTicks: (scale) => {
+              if (!yLogTicks || scale.type !== "logarithmic") return;
+              scale.ticks = yLogTicks.map((value) => ({ value }));
+            } },
         },
         plugins: {
           legend: { labels: { boxWidth: 12, filter: (item, data) => !data.datasets[item.datasetIndex].hidden } },
@@ -973,6 +990,7 @@
   // only when the series was replaced (replay, another process) or the selection changed.
   const selValue = (sel, p) => (sel.kind === "thread" ? p.threads.get(sel.key) : p.classes[sel.key] || 0);
   let drawn = { epoch: -1, sel: null, lastT: -Infinity };
+  let yLogTicks = null;
   function updateChart() {
     if (!chart) return;
     const ds = chart.data.datasets;
@@ -1011,18 +1029,38 @@
       ds[2].hidden = true;
       ds[2].data = [];
     }
-    let lo = 0, hi = 0;
+    let lo = 0, hi = 0, positive = Infinity;
     for (const set of ds) {
       if (set.hidden) continue;
-      for (const p of set.data) { if (p.y < lo) lo = p.y; if (p.y > hi) hi = p.y; }
+      for (const p of set.data) {
+        if (p.y < lo) lo = p.y;
+        if (p.y > hi) hi = p.y;
+        if (p.y > 0 && p.y < positive) positive = p.y;
+      }
     }
-    const y = chart.options.scales.y, yt = byteTicks(lo, hi);
-    y.min = yt.min; y.max = yt.max; y.ticks.stepSize = yt.step;
+    const y = chart.options.scales.y;
+    if (state.logScale && lo >= 0 && hi > 0) {
+      const yt = logByteTicks(positive, hi);
+      y.type = "logarithmic"; y.min = yt.min; y.max = yt.max; y.ticks.stepSize = undefined;
+      yLogTicks = yt.values;
+    } else {
+      const yt = byteTicks(lo, hi);
+      y.type = "linear"; y.min = yt.min; y.max = yt.max; y.ticks.stepSize = yt.step;
+      yLogTicks = null;
+    }
     const x = chart.options.scales.x, xs = ds[0].data;
     x.min = xs.length ? xs[0].x : undefined;
     x.max = xs.length > 1 ? xs[xs.length - 1].x : undefined;
     chart.update("none");
   }
+
+  function setLogScale(on) {
+    state.logScale = on;
+    $("log-scale").checked = on;
+    try { localStorage.setItem("memlive.logscale", on ? "1" : ""); } catch (e) { /* private */ }
+    updateChart();
+  }
+  $("log-scale").addEventListener("change", () => setLogScale($("log-scale").checked));
 
   // Selects a thread or class for the chart; selecting it again (or kind null) clears it.
   function select(kind, key, label) {
@@ -1044,10 +1082,22 @@
       if (td.dataset.value !== v) td.dataset.value = v;
     }
   }
+  // A click is a press and a release on the same row: a row that the sort moved away from under
+  // a pressed pointer (4 times a second, in a busy process) made no click and selected nothing.
+  // While a pointer is down in a table, its rows stay where they are (their figures still
+  // update; new rows go at the end, gone ones wait for the release).
+  let pressedBody = null;
+  document.addEventListener("pointerdown", (e) => {
+    pressedBody = e.target instanceof Element ? e.target.closest("tbody") : null;
+  }, true);
+  for (const type of ["pointerup", "pointercancel", "blur"]) {
+    window.addEventListener(type, () => { pressedBody = null; }, true);
+  }
   // Moving a row (insertBefore) takes the keyboard focus away from it: the focused row (or the
   // control in it) gets it back after the update, wherever the sort put it.
   function syncRows(tbody, items, key, make, fill) {
     const focused = tbody.contains(document.activeElement) ? document.activeElement : null;
+    const held = pressedBody === tbody;
     const existing = new Map();
     for (const tr of tbody.children) existing.set(tr.dataset.key, tr);
     let i = 0;
@@ -1056,10 +1106,11 @@
       let tr = existing.get(k);
       if (tr) existing.delete(k); else tr = make(item, k);
       fill(tr, item);
+      if (held) { if (!tr.parentNode) tbody.appendChild(tr); continue; }
       if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
       ++i;
     }
-    for (const tr of existing.values()) tr.remove();
+    if (!held) for (const tr of existing.values()) tr.remove();
     if (focused && focused !== document.activeElement && tbody.contains(focused)) focused.focus({ preventScroll: true });
   }
   // A row; with onSelect, one that selects (click, Enter, Space). A table of such rows is one
@@ -1191,8 +1242,9 @@
     const tbody = document.querySelector("#threads tbody");
     syncRows(tbody, items, (x) => x.key,
       (x, key) => {
-        const tr = makeRow(key, 8, ["name", "num", "", "num", "num", "num", "num", "num"], () =>
-          select("thread", x.key, x.name + " (" + x.tid + ")"));
+        const classes = ["name", "num", "", "num live", "num", "num", "num", "num"];
+        const tr = makeRow(key, 8, classes,
+          () => select("thread", x.key, x.name + " (" + x.tid + ")"));
         const badge = document.createElement("span");
         tr.children[2].appendChild(badge);
         return tr;
@@ -1205,9 +1257,10 @@
         const label = x.overflow ? "shared" : x.state;
         if (badge.textContent !== label) { badge.textContent = label; badge.className = "badge " + x.state; }
         td[2].dataset.value = x.state;
-        // large blocks, counted: "+ 3 large", or under a baseline "+ 3 large" / "− 1 large"
+        // large blocks, counted, on a line of their own (the column stays as wide as a size):
+        // "+ 3 large", or under a baseline "+ 3 large" / "− 1 large"
         const large = !x.large ? ""
-          : (x.large < 0 ? " \u2212 " : " + ") + fmtInt(Math.abs(x.large)) + " large";
+          : (x.large < 0 ? "\n\u2212 " : "\n+ ") + fmtInt(Math.abs(x.large)) + " large";
         setCell(td[3], fb(x.live) + large, x.liveEst);
         const est = x.liveEst !== x.live ? "about " + fmtBytes(x.liveEst) +
           " with its large blocks at the process's mean large block" : "";
@@ -1903,6 +1956,7 @@
     if (e.key === "p") togglePause();
     else if (e.key === "b") toggleBaseline();
     else if (e.key === "t") $("theme").click();
+    else if (e.key === "l") setLogScale(!state.logScale);
   });
 
   // ---------------------------------------------------------------------------------------------
@@ -1910,6 +1964,8 @@
   let savedTheme = "";
   try {
     savedTheme = localStorage.getItem("memlive.theme") || "";
+    state.logScale = localStorage.getItem("memlive.logscale") === "1";
+    $("log-scale").checked = state.logScale;
     const iv = Number(localStorage.getItem("memlive.interval"));
     if ([0, 50, 100, 250, 500, 1000, 5000].includes(iv)) { state.interval = iv; $("interval").value = String(iv); }
   } catch (e) { /* private mode */ }

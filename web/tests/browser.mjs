@@ -283,6 +283,69 @@ try {
     "matrix's rows take no focus", JSON.stringify(stops));
   await page.evaluate(() => document.activeElement && document.activeElement.blur());
 
+  // A press on a row that the live sort moves (swing, 1 MiB for 200 ms then none) and its release
+  // a second later select it: while a pointer is down in a table its rows stay put (they moved,
+  // and the press and the release fell on different rows: no click, nothing selected).
+  {
+    const row = page.locator("#threads tbody tr:has(td.name[data-value='swing'])");
+    await row.scrollIntoViewIfNeeded();
+    const box = await row.boundingBox();
+    const at = [box.x + box.width / 2, box.y + box.height / 2];
+    const under = () => page.evaluate(([x, y]) => {
+      const td = document.elementFromPoint(x, y)?.closest("tr")?.querySelector("td.name");
+      return td ? td.dataset.value : null;
+    }, at);
+    await page.mouse.move(...at);
+    await page.mouse.down();
+    const seen = new Set();
+    for (let i = 0; i < 10; ++i) {
+      await new Promise((r) => setTimeout(r, 100));
+      seen.add(await under());
+    }
+    await page.mouse.up();
+    const label = await until("the pressed row's selection", async () => {
+      const t = await page.textContent("#selection-label");
+      return t.startsWith("total and swing") ? t : null;
+    }).catch(async () => "(got) " + await page.textContent("#selection-label"));
+    check(seen.size === 1 && seen.has("swing") && label.startsWith("total and swing"),
+      "a row pressed for a second stays under the pointer, and its release selects it",
+      JSON.stringify({ under: [...seen], label }));
+  }
+
+  // "log scale": the byte axis logarithmic, its ticks powers of four ("16 KiB") around every
+  // value charted (swing's 0 on the bottom line), the choice kept; key l sets it back to linear.
+  {
+    const axis = () => page.evaluate(() => {
+      const c = window.Chart.getChart("chart-live"), y = c.scales.y;
+      const values = c.data.datasets.filter((d) => !d.hidden)
+        .flatMap((d) => d.data.map((p) => p.y));
+      const positive = values.filter((v) => v > 0);
+      return { type: y.type, min: y.min, max: y.max, ticks: y.ticks.map((t) => t.value),
+        labels: y.ticks.map((t) => t.label), lo: Math.min(...positive), hi: Math.max(...positive),
+        saved: localStorage.getItem("memlive.logscale") };
+    });
+    await page.click("#log-scale");
+    const log = await until("a logarithmic axis", async () => {
+      const a = await axis();
+      return a.type === "logarithmic" ? a : null;
+    }).catch(axis);
+    check(log.type === "logarithmic" && log.ticks.length >= 2 && log.ticks.length <= 9 &&
+      log.ticks.every((v) => Number.isInteger(Math.log2(v) / 2)) &&
+      log.labels.every((l) => /^\d+ (B|KiB|MiB|GiB)$/.test(l)) && log.min <= log.lo &&
+      log.max >= log.hi && log.saved === "1",
+    "log scale: ticks at powers of four around every value charted, the choice kept",
+    JSON.stringify(log));
+    await page.evaluate(() => document.activeElement && document.activeElement.blur());
+    await page.keyboard.press("l");
+    const lin = await until("a linear axis again", async () => {
+      const a = await axis();
+      return a.type === "linear" ? a : null;
+    }).catch(axis);
+    check(lin.type === "linear" && lin.saved === "" && lin.min <= 0 &&
+      !(await page.isChecked("#log-scale")), "key l sets the axis back to linear",
+    JSON.stringify(lin));
+  }
+
   // The chart draws every sample (10 a second here); the tables at most every 250 ms. An upper
   // bound only: a slow machine draws less of both.
   const counts = () => page.evaluate(() => ({ r: window.memliveStats.renders, t: window.memliveStats.tableRenders,
