@@ -116,8 +116,11 @@
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 250, 0, 60000, true,                                                     \
     "milliseconds a released page stays mapped for quick reuse; then it goes back to the OS, "  \
-    "a few pages at each slow path of any thread (0: at its release)")                          \
-  X(segment_cache, int, 4, 0, 4096, true, "empty 4 MiB segments kept for reuse by any thread") \
+    "a few pages at each slow path of any thread (0: at its release; a process where no "      \
+    "thread allocates keeps them: malloc_trim(0) returns them)")                               \
+  X(segment_cache, int, 4, 0, 4096, true,                                                       \
+    "empty 4 MiB segments kept for reuse by any thread; also as much of the released pages an "  \
+    "exiting thread leaves waiting for the purge delay (past it they go back at its exit)")      \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
     "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")             \
   X(stale_segments, int, 8, 0, 64, false,                                                       \
@@ -1191,6 +1194,7 @@ struct page_heap {
   segment* purge_cursor = nullptr;  // where the pass in progress stopped (nullptr: none)
   bool purge_all = false;           // that pass purges every dirty unit (a trim asked for it)
   bool purge_left = false;          // it left a dirty unit behind in a segment it passed
+  std::uint64_t dirty_units = 0;    // dirty free units, in every segment
   // now_ms() after which dirty free units go back to the OS (0: none dirty); read without the
   // lock by every slow path.
   alignas(64) std::atomic<std::uint64_t> purge_deadline{0};
@@ -1473,6 +1477,7 @@ inline void units_take(segment* s, unsigned idx, unsigned n, heap* h, unsigned c
     segment_unlink(s);
     segment_push_back(s);
   }
+  g.pages.dirty_units -= static_cast<unsigned>(__builtin_popcountll(s->dirty_units & mask));
   s->dirty_units &= ~mask;
   s->dirty_old &= s->dirty_units;
   s->used_units += n;
@@ -1552,6 +1557,7 @@ inline void page_release(heap* h, page* pg) noexcept {
   }
   if (delay != 0) {
     s->dirty_units |= unit_mask(idx, n);
+    ph.dirty_units += n;
     ph.purge_left = true;  // a pass under way may have passed this segment: it goes on after it
     ph.last_release = now_ms();
     if (ph.purge_deadline.load(std::memory_order_relaxed) == 0)
@@ -1611,6 +1617,7 @@ inline void pages_purge_locked(bool all, unsigned budget) noexcept {
       budget -= static_cast<unsigned>(__builtin_popcountll(d));
       sub(g_proc->committed_bytes, std::size_t(__builtin_popcountll(d)) << kUnitShift);
       purged = true;
+      ph.dirty_units -= static_cast<unsigned>(__builtin_popcountll(d));
       s->dirty_units &= ~d;
     }
     while (d) {
@@ -1651,6 +1658,15 @@ inline void pages_purge_due(std::uint64_t now, unsigned step) noexcept {
   const std::uint64_t due = g.pages.purge_deadline.load(std::memory_order_relaxed);
   if (due != 0 && now >= due) pages_purge_locked(false, step);
   g.pages.lock.unlock();
+}
+// When a thread exits (or the heap of an exited one is collected), its released pages stay
+// resident for the next thread only up to segment_cache segments' worth of dirty units in the
+// page heap: past that they all go back at once. A timed purge needs some thread's slow path
+// after the delay, and a process whose pool just shrank may have none for a long time.
+inline void pages_purge_excess() noexcept {
+  const std::uint64_t keep = std::uint64_t(option(opt_segment_cache)) * kUnits;
+  lock_guard guard(g.pages.lock);
+  if (g.pages.dirty_units > keep) pages_purge_locked(true, kPurgeAll);
 }
 // A trim answered at a thread's slow path: a new pass that purges every dirty unit, a step at a
 // time, from the purge check later in this same slow path on.
@@ -2086,14 +2102,16 @@ inline void heap_maintain(heap* h) noexcept {
   heap_drain_inbox(h);
 }
 
-// Gives back everything the heap of an exited thread (or one being trimmed) holds: its lists go
-// back to their pages and empty pages to the page heap. Their memory goes back to the OS after
-// purge_delay (or at once in release_caches), unless a thread takes the spans again first.
+// Gives back everything the heap of an exited thread holds: its lists go back to their pages and
+// empty pages to the page heap. Their memory goes back to the OS after purge_delay (or at once in
+// release_caches, or here past segment_cache: pages_purge_excess), unless a thread takes the
+// spans again first.
 inline void heap_collect(heap* h) noexcept {
   outbox_flush(h);
   heap_drain_inbox(h);  // (onto the recent-free lists, which go back to their pages next)
   heap_flush_recent(h, true);
   heap_release_empty(h, 0, true);
+  pages_purge_excess();
 }
 
 // A push that finds the heap claimed leaves its blocks to the collector, which looks at the inbox
@@ -4067,9 +4085,9 @@ inline bool trim_impl() noexcept {
 // purged; the cached large mappings and the cached segments, unmapped. True if anything went back
 // to the OS.
 inline bool release_caches() noexcept {
+  const std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
   for (heap* a = g.all_heaps.load(std::memory_order_acquire); a; a = a->next_all)
     if (a->state.load(std::memory_order_relaxed) == kHeapAbandoned) heap_try_collect_abandoned(a);
-  const std::size_t before = g_proc->madvise_calls.load(std::memory_order_relaxed);
   pages_purge(true);
   bool released = g_proc->madvise_calls.load(std::memory_order_relaxed) != before;
   released |= large_cache_clear();
@@ -4177,6 +4195,7 @@ inline bool heap_is_valid() noexcept {
   segment* last = nullptr;
   lock_guard guard(g.pages.lock);
   bool cursor_listed = g.pages.purge_cursor == nullptr;
+  std::uint64_t dirty = 0;
   for (segment* s = g.pages.segments; s; last = s, s = s->next) {
     cursor_listed |= s == g.pages.purge_cursor;
     if (s->magic != kMagic || s->kind != kKindSegment) return fail("segment header");
@@ -4197,7 +4216,9 @@ inline bool heap_is_valid() noexcept {
     if (used != s->used_units) return fail("used_units");
     if (s->dirty_units & ~s->free_units) return fail("a dirty unit is not free");
     if (s->dirty_old & ~s->dirty_units) return fail("dirty_old is not a subset of dirty_units");
+    dirty += static_cast<unsigned>(__builtin_popcountll(s->dirty_units));
   }
+  if (dirty != g.pages.dirty_units) return fail("the page heap's count of dirty units");
   if (last != g.pages.segments_tail) return fail("segment list tail");
   if (!cursor_listed) return fail("the purge cursor is not a listed segment");
   if (g.pages.purge_cursor && g.pages.purge_deadline.load(std::memory_order_relaxed) == 0)

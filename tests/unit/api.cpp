@@ -729,6 +729,54 @@ TEST_CASE("an exited thread's pages stay for the purge delay, for the next threa
   for (void* p : v) la::deallocate(p);
 }
 
+TEST_CASE("an exited thread's pages past segment_cache segments go back at its exit") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);  // no timed purge in this test
+  opts.set("page_recycle", 0);
+  opts.set("segment_cache", 1);  // up to 64 dirty units (4 MiB) wait for the next thread
+  auto dirty = [] {
+    d::lock_guard guard(d::g.pages.lock);
+    return d::g.pages.dirty_units;
+  };
+  // This thread has a heap of its own (without one, its first free below would adopt the exited
+  // thread's, and free into it as the owner).
+  la::deallocate(la::allocate(64));
+  // A thread that frees its 10 MiB and exits: no slow path may ever come to purge them.
+  std::size_t madvise_before = la::get_stats().madvise_calls;
+  std::thread([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 20000; ++i) v.push_back(la::allocate(512));  // ~160 units
+    for (void* p : v) la::deallocate(p);
+  }).join();
+  CHECK(la::get_stats().madvise_calls > madvise_before);
+  CHECK(dirty() == 0);
+  // A thread that exits holding its blocks, freed afterwards by this one: the collection of its
+  // heap, at those frees, gives them back too.
+  std::vector<void*> left;
+  std::thread([&left] {
+    for (int i = 0; i < 20000; ++i) left.push_back(la::allocate(512));
+  }).join();
+  madvise_before = la::get_stats().madvise_calls;
+  for (void* p : left) la::deallocate(p);
+  la::detail::outbox_flush(la::detail::tls_heap);  // the last batch, on its way to the dead heap
+  CHECK(la::get_stats().madvise_calls > madvise_before);
+  CHECK(dirty() <= 64);
+  // Within segment_cache, an exited thread's pages stay for the next thread (the purge delay).
+  opts.set("segment_cache", 4);
+  madvise_before = la::get_stats().madvise_calls;
+  std::thread([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 10000; ++i) v.push_back(la::allocate(512));  // ~80 units
+    for (void* p : v) la::deallocate(p);
+  }).join();
+  CHECK(la::get_stats().madvise_calls == madvise_before);
+  CHECK(dirty() >= 64);
+  CHECK(d::heap_is_valid());
+  la::trim();
+}
+
 // A live thread that frees its pages and then stops allocating (a pool worker after a burst) never
 // reaches the slow path that would purge them; `idle` runs one, holds it idle until `stop`.
 struct idle_worker {
