@@ -920,7 +920,7 @@
     return { step, min: Math.floor(lo / step) * step, max };
   }
   // On a log axis: powers of four (1 KiB, 4 KiB, 16 KiB ... 1 MiB), every m-th of them so that
-  // there are at most 8, from the one at or below the smallest value above 0 to the one at or
+  // there are at most 9, from the one at or below the smallest value above 0 to the one at or
   // above the largest. A 0 (a thread with nothing live) sits on the bottom line.
   function logByteTicks(lo, hi) {
     const k0 = Math.floor(Math.log2(lo) / 2), k1 = Math.max(k0 + 1, Math.ceil(Math.log2(hi) / 2));
