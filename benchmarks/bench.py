@@ -264,7 +264,8 @@ def header_lines(args, allocators, notes):
         "programs: %s; %s" % (sh(["/usr/bin/python3", "--version"]) or "python3 missing",
                               (sh([CLANG, "--version"]).splitlines() or ["clang++ missing"])[0]),
         "repository: " + repository(HERE),
-        "mode: %s, repetitions %d, scale %g" % ("smoke" if args.smoke else "full", args.reps, args.scale),
+        "mode: %s, repetitions %d, %s" % ("smoke" if args.smoke else "full", args.reps,
+                                          "tiny sizes" if args.smoke else "scale %g" % args.scale),
         # Other work on a shared machine moves multi-threaded results most: record how busy it was.
         "load average at start: " + loadavg(),
         "allocators: " + ", ".join("%s=%s" % (a["name"], a["path"] or "(no preload)") for a in allocators),
@@ -729,8 +730,10 @@ def run_suite(args):
                              % (",".join(unknown), ",".join(sorted(known))))
         cases = [c for c in CASES if c["workload"] in wanted]
     for c in cases:
-        exe = os.path.join(build_dir, "benchmarks", "bench_" + c["workload"])
-        if c["kind"] == "bench" and not os.access(exe, os.X_OK):
+        # Programs not our own (python3, clang, /bin/true) run under bench_spawn.
+        exe = os.path.join(build_dir, "benchmarks",
+                           "bench_" + (c["workload"] if c["kind"] == "bench" else "spawn"))
+        if not os.access(exe, os.X_OK):
             raise UsageError("missing %s: build the benchmarks first (run.sh without --no-build)" % exe)
         if c["kind"] == "clang" and not os.access(CLANG, os.X_OK):
             raise UsageError("missing %s for the clang workload: install Debian's clang (tests/setup.sh "
@@ -762,7 +765,12 @@ def run_suite(args):
               file=sys.stderr)
         return 130
     shutil.rmtree(stage, ignore_errors=True)
-    os.makedirs(stage)  # (only once every argument has been checked)
+    try:
+        os.makedirs(stage)  # (only once every argument has been checked)
+    except OSError as e:  # a place that says it is writable and is not: /proc, /sys
+        print("%s: --out %s: cannot create %s: %s" % (args.prog, args.out, stage, e.strerror),
+              file=sys.stderr)
+        return 2
     failures = []
     stopped = False
     all_rows = []
@@ -886,7 +894,8 @@ def finish_run(stage, args):
     nothing = any(l.startswith(nothing_drawn) for l in notes)
     if len(notes) != len(lines) or (p.returncode != 0 and not nothing):
         return ["FAILED plot.sh (exit %d): %s" % (p.returncode, err.strip()[-500:])]
-    for n in notes:
+    for n in notes:  # named where the summary will be once the run is complete
+        n = n.replace(os.path.join(stage, ""), os.path.join(os.path.abspath(args.out), ""))
         print("%s: note: %s" % (args.prog, n), file=sys.stderr)
     return []
 
@@ -1039,9 +1048,11 @@ def cmd_plotdata(args):
     # run has nothing to draw, which is said rather than left out quietly.
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
     if not plotted:
+        ran = {r["allocator"] for r in rows}
         print("plotdata: nothing to draw in %s: every plot is a ratio to glibc, and no workload "
-              "has results of glibc and of another allocator (run glibc in --allocators)"
-              % args.summary, file=sys.stderr)
+              "has results of glibc and of another allocator (%s)"
+              % (args.summary, "run another allocator beside glibc" if ran == {"glibc"}
+                 else "run glibc in --allocators"), file=sys.stderr)
         return 1
     for w in workloads:
         if w not in plotted:
@@ -1184,14 +1195,23 @@ def cmd_verdict(args):
         print()
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
-    peers = [p for p in PEERS if any(p in reps for _, _, reps in speed.values())]
+    # A peer of this run: one that ran a speed case or a memory case (a run of the memory
+    # workloads alone has no speed case, and its peak RSS is still compared).
+    peers = [p for p in PEERS if any(p in reps for _, _, reps in (*speed.values(), *rss.values()))]
     against = {p: by_case(speed, "livealloc", p) for p in peers}
-    print("Speed of livealloc against each peer, paired per repetition, over %d cases" % len(speed))
-    print("(> 1: livealloc faster; median of the per-repetition ratios, then their min-max):\n")
-    print("| case | metric | " + " | ".join(peers) + " | fastest peer |")
-    print("|---|---|" + "---:|" * (len(peers) + 1))
+    # The speed cases livealloc and a peer both ran: the table and the speed targets need them.
+    compared = [k for k in speed if any(k in against[p] for p in peers)]
+    if compared:
+        print("Speed of livealloc against each peer, paired per repetition, over %d cases"
+              % len(compared))
+        print("(> 1: livealloc faster; median of the per-repetition ratios, then their min-max):\n")
+        print("| case | metric | " + " | ".join(peers) + " | fastest peer |")
+        print("|---|---|" + "---:|" * (len(peers) + 1))
+    else:
+        print("No speed case that livealloc and a peer both ran.")
     losses = []  # (livealloc / fastest peer, case, peer, ratios)
-    for key, (metric, _, _) in speed.items():
+    for key in compared:
+        metric = speed[key][0]
         seen = [(statistics.median(against[p][key]), p) for p in peers if p != "glibc" and key in against[p]]
         best = min(seen, key=lambda t: t[0]) if seen else None  # ties: the first in PEERS
         print("| %s | %s | %s | %s |" % (label(key), metric, " | ".join(fmt(against[p].get(key)) for p in peers),
@@ -1200,8 +1220,9 @@ def cmd_verdict(args):
             losses.append((best[0], key, best[1], against[best[1]][key]))
     print()
     for p in peers:
-        print("- speed, geometric mean against %s: **%.3fx** over %d cases"
-              % (p, gmean_of_medians(against[p]), len(against[p])))
+        if against[p]:
+            print("- speed, geometric mean against %s: **%.3fx** over %d cases"
+                  % (p, gmean_of_medians(against[p]), len(against[p])))
     cost = {v: by_case(speed, v, "livealloc") for v in ("livealloc+profile", "livealloc+memlive")}
     for variant, ratios in cost.items():
         if ratios:
@@ -1223,20 +1244,24 @@ def cmd_verdict(args):
         if mem_b:
             print("- peak RSS: the baseline uses **%.3fx** this build's (geometric mean over %d cases)"
                   % (gmean_of_medians(mem_b), len(mem_b)))
-    print("\nCases where a peer is faster (livealloc / fastest peer, paired, min-max):\n")
-    for _, key, p, v in sorted(losses):
-        print("- %s: %s %s" % (label(key), p, fmt(v)))
-    if not losses:
-        print("- none")
+    if compared:
+        print("\nCases where a peer is faster (livealloc / fastest peer, paired, min-max):\n")
+        for _, key, p, v in sorted(losses):
+            print("- %s: %s %s" % (label(key), p, fmt(v)))
+        if not losses:
+            print("- none")
     clear = [l for l in losses if l[3][-1] < 1]  # slower in every repetition
     profile = cost["livealloc+profile"]
     rivals = [p for p in peers if p != "glibc"]
     # Each target: met (True), not met (False) or not measured (None: what it needs was not run).
+    rival_cases = [k for k in compared if any(k in against[p] for p in rivals)]
     if not rivals:
         fastest = (None, "no peer but glibc in this run")
+    elif not rival_cases:
+        fastest = (None, "no speed case that livealloc and %s ran" % " or ".join(rivals))
     else:
         fastest = (not losses, "%d of %d cases slower at the median, %d of them in every repetition%s"
-                   % (len(losses), len(speed), len(clear),
+                   % (len(losses), len(rival_cases), len(clear),
                       "" if len(rivals) == len(PEERS) - 1 else "; compared with %s only" % ", ".join(rivals)))
     def judged(ratios, ok, text, absent):
         if not ratios:

@@ -63,7 +63,7 @@ def main():
 
     # The runner: refused with exit 2 and one line naming the problem (and the program the user
     # ran), before anything is written over an existing results.csv.
-    with tempfile.TemporaryDirectory() as out_dir:
+    with tempfile.TemporaryDirectory() as out_dir, tempfile.TemporaryDirectory() as empty_build:
         results = os.path.join(out_dir, "results.csv")
         with open(results, "w") as f:
             f.write("earlier results\n")
@@ -106,7 +106,13 @@ def main():
                     (["--allocators", "glibc,nosuch"], "unknown allocator(s) nosuch"),
                     (["--allocators", ","], "--allocators ',': empty name"),
                     (["--out", a_file], "--out %s: not a directory" % a_file),
-                    (["--out", os.path.join(a_file, "sub")], "%s is not a directory" % a_file)]
+                    (["--out", os.path.join(a_file, "sub")], "%s is not a directory" % a_file),
+                    # a build folder with no benchmarks in it
+                    (["--build-dir", empty_build, "--allocators", "glibc", "--workloads", "true"],
+                     "missing %s" % os.path.join(empty_build, "benchmarks", "bench_spawn")),
+                    # writable by its mode, and no folder can be made there
+                    (["--out", "/proc/livealloc-bench", "--allocators", "glibc", "--smoke",
+                      "--workloads", "true"], "--out /proc/livealloc-bench: cannot create")]
         if read_only:
             refusals += [(["--out", read_only], "--out %s: not writable" % read_only),
                          (["--out", os.path.join(read_only, "sub")], "%s is not writable" % read_only)]

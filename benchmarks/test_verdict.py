@@ -66,7 +66,22 @@ PARTIAL = {
     ("livealloc", "glibc"): [
         "fastest peer on every workload: **not measured** (no peer but glibc in this run)",
     ],
+    # livealloc not run at all (its library did not build): nothing of it is judged.
+    ("glibc", "tcmalloc"): [
+        "No speed case that livealloc and a peer both ran.",
+        "fastest peer on every workload: **not measured** (no speed case that livealloc and "
+        "tcmalloc ran)",
+    ],
 }
+# A run of the memory workloads alone (fragmentation): no speed case, and the peak RSS compared.
+MEMORY_ONLY = [
+    "No speed case that livealloc and a peer both ran.",
+    "peak RSS: mimalloc uses **1.250x** livealloc's (geometric mean over 1 cases)",
+    "peak RSS: tcmalloc uses **2.000x** livealloc's (geometric mean over 1 cases)",
+    "no worse than mimalloc's geometric mean: **met** (mimalloc uses 1.250x livealloc's)",
+    "fastest peer on every workload: **not measured** (no speed case that livealloc and "
+    "mimalloc or tcmalloc ran)",
+]
 
 # The host probe's line, as run_suite writes it after the rows: its spread is read back.
 PROBE = ("# host probe: 0.1250, the median over 2 cases of the spread of a fixed loop of integer "
@@ -105,6 +120,12 @@ def main():
             if "fixed loop" in got.stdout:  # no probe line in these files: nothing to report
                 failures.append("partial run %s: a host probe line without a probe" % (allocators,))
             failures += ["partial run %s: missing %r" % (allocators, e) for e in expect if e not in got.stdout]
+        mem = os.path.join(tmp, "memory.csv")
+        write_results(mem, [r for r in ROWS if r.split(",")[2] == "fragmentation"])
+        got = verdict(mem)
+        if got.returncode != 0 or "nan" in got.stdout or "| case |" in got.stdout:
+            failures.append("memory-only run: exit %d, %s" % (got.returncode, got.stdout))
+        failures += ["memory-only run: missing %r" % e for e in MEMORY_ONLY if e not in got.stdout]
         # Bad inputs: each fails with a one-line message naming the problem, never a traceback.
         bad_inputs = {"empty.csv": ("rep,allocator,workload,case,threads,metric,value,unit\n", "no rows"),
                       "other.csv": ("a,b\n1,2\n", "not a results.csv"),
@@ -133,7 +154,7 @@ def main():
     if failures:
         print(out.stdout)
         return 1
-    print("verdict: %d checks passed" % (len(EXPECT) + 4 + len(bad_inputs) +
+    print("verdict: %d checks passed" % (len(EXPECT) + 4 + len(bad_inputs) + len(MEMORY_ONLY) + 1 +
                                          sum(len(e) + 2 for e in PARTIAL.values())))
     return 0
 
