@@ -119,8 +119,8 @@
     "a few pages at each slow path of any thread (0: at its release; a process where no "      \
     "thread allocates keeps them: malloc_trim(0) returns them)")                               \
   X(segment_cache, int, 4, 0, 4096, true,                                                       \
-    "empty 4 MiB segments kept for reuse by any thread; also as much of the released pages an "  \
-    "exiting thread leaves waiting for the purge delay (past it they go back at its exit)")      \
+    "empty 4 MiB segments kept for reuse by any thread; also as much of the released pages as "  \
+    "a thread's exit leaves waiting for the purge delay (the rest goes back at the exit)")       \
   X(hugepages, bool, 0, 0, 1, false,                                                            \
     "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")             \
   X(stale_segments, int, 8, 0, 64, false,                                                       \
@@ -1659,14 +1659,18 @@ inline void pages_purge_due(std::uint64_t now, unsigned step) noexcept {
   if (due != 0 && now >= due) pages_purge_locked(false, step);
   g.pages.lock.unlock();
 }
-// When a thread exits (or the heap of an exited one is collected), its released pages stay
-// resident for the next thread only up to segment_cache segments' worth of dirty units in the
-// page heap: past that they all go back at once. A timed purge needs some thread's slow path
-// after the delay, and a process whose pool just shrank may have none for a long time.
+// When a thread exits (or the heap of an exited one is collected), the page heap keeps at most
+// segment_cache segments' worth of dirty units resident for the next thread: the rest goes back
+// at once. A timed purge needs some thread's slow path after the delay, and a process whose pool
+// just shrank may have none for a long time. (A pass with a budget goes on from where the last
+// one stopped, to the end of the list: a second one starts from the first segment.)
 inline void pages_purge_excess() noexcept {
   const std::uint64_t keep = std::uint64_t(option(opt_segment_cache)) * kUnits;
   lock_guard guard(g.pages.lock);
-  if (g.pages.dirty_units > keep) pages_purge_locked(true, kPurgeAll);
+  for (int pass = 0; pass < 2 && g.pages.dirty_units > keep; ++pass) {
+    const std::uint64_t excess = g.pages.dirty_units - keep;
+    pages_purge_locked(true, excess < kPurgeAll ? static_cast<unsigned>(excess) : kPurgeAll - 1);
+  }
 }
 // A trim answered at a thread's slow path: a new pass that purges every dirty unit, a step at a
 // time, from the purge check later in this same slow path on.
