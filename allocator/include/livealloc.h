@@ -30,6 +30,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>  // malloc_info's FILE
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,8 @@
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 250, 0, 60000, true,                                                     \
     "milliseconds a released page stays mapped for quick reuse; then it goes back to the OS, "  \
-    "a few pages at each slow path of any thread (0: at its release; a process where no "      \
-    "thread allocates keeps them: malloc_trim(0) returns them)")                               \
+    "a few pages at each slow path of any thread, or by background_purge (0: at its release; " \
+    "without it a process where no thread allocates keeps them: malloc_trim(0) returns them)") \
   X(segment_cache, int, 4, 0, 4096, true,                                                       \
     "empty 4 MiB segments kept for reuse by any thread; also as much of the released pages as "  \
     "a thread's exit leaves waiting for the purge delay (the rest goes back at the exit)")       \
@@ -125,7 +126,11 @@
     "back segments and large mappings with transparent huge pages (MADV_HUGEPAGE)")             \
   X(stale_segments, int, 8, 0, 64, false,                                                       \
     "segments left in /dev/shm by this user's processes that are gone (killed, crashed) kept "  \
-    "when a process publishes its own: the newest; older ones are removed")
+    "when a process publishes its own: the newest; older ones are removed")                     \
+  X(background_purge, bool, 0, 0, 1, true,                                                      \
+    "a thread of the allocator's own (livealloc-purge) returns released pages and cached large " \
+    "mappings to the OS once purge_delay has passed, so a process whose threads all went idle " \
+    "gives them back too; it starts at the next slow path of any thread and ends when unset")
 
 namespace livealloc {
 inline namespace v0 {
@@ -1225,6 +1230,10 @@ struct global_state {
   std::atomic<std::size_t> large_allocated_bytes{0};
   std::atomic<std::uint64_t> large_areas{0};  // the last large_cache_entry::area handed out
   page_heap pages;
+  // The background purge thread (option background_purge): kBgNone, kBgStarting or kBgRunning.
+  std::atomic<int> bg_state{0};
+  std::atomic<bool> bg_allowed{false};     // the program's constructors have begun (bg_allow)
+  std::atomic<std::uint64_t> bg_retry{0};  // now_ms() before which a failed start is not retried
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
   std::atomic<std::atomic<std::uint8_t>*> chunk_map{nullptr};  // per 4 MiB chunk: 1 segment, 2 large
@@ -2085,9 +2094,90 @@ inline void overflow_publish(heap* h) noexcept {
     }
 }
 
-// Everything the slow path does before looking for a page.
 inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept;
 
+// The background purge thread. It does what a slow path does for the whole process, the page
+// heap's purge and the large cache's sweep once their deadlines pass, and applies options tuned
+// through the segment, so an idle process gives memory back and takes a lowered purge_delay. It
+// owns no heap (nothing it calls allocates) and sleeps until the next deadline, a second at most.
+enum : int { kBgNone = 0, kBgStarting = 1, kBgRunning = 2 };
+constexpr std::uint64_t kBgSleepMaxMs = 1000;
+
+inline void* background_main(void*) noexcept {
+  prctl(PR_SET_NAME, "livealloc-purge", 0, 0, 0);
+  g.bg_state.store(kBgRunning, std::memory_order_release);
+  std::uint64_t trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
+  for (;;) {
+    const std::uint64_t gen = options_gen();
+    if (g_table.control) control_validate(gen);
+    caches_apply_options(gen);
+    if (!option(opt_background_purge)) break;
+    const std::uint64_t trim = g_options.trim_request.load(std::memory_order_relaxed);
+    if (trim != trim_seen) {  // a trim (memlive's button, livealloc::trim) purges every page
+      trim_seen = trim;
+      pages_purge_soon();
+    }
+    std::uint64_t now = now_ms();
+    std::uint64_t pages_due = g.pages.purge_deadline.load(std::memory_order_relaxed);
+    if (pages_due != 0 && now >= pages_due) pages_purge_due(now, kPurgeStepMax);
+    std::uint64_t large_due = g.large_cache_deadline.load(std::memory_order_relaxed);
+    if (large_due != 0 && now >= large_due) large_cache_sweep_step(now, kPurgeStepMax);
+    // A step leaves the rest due at once: the next one after a millisecond, in which the slow
+    // paths of other threads find the locks free.
+    now = now_ms();
+    std::uint64_t wait = kBgSleepMaxMs;
+    pages_due = g.pages.purge_deadline.load(std::memory_order_relaxed);
+    large_due = g.large_cache_deadline.load(std::memory_order_relaxed);
+    for (std::uint64_t due : {pages_due, large_due})
+      if (due != 0) wait = due <= now ? 1 : due - now < wait ? due - now : wait;
+    timespec ts{static_cast<time_t>(wait / 1000), static_cast<long>(wait % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+  g.bg_state.store(kBgNone, std::memory_order_release);
+  return nullptr;
+}
+
+// Starts the thread from a slow path, after the slow path's own work, with no lock held; the
+// allocations pthread_create makes come back here and find it starting. Its own attributes (a
+// stack size of its own) keep glibc's default-attribute lock out of it, and it starts with every
+// signal blocked, so no handler of the program runs on it. A failure (a sandbox that forbids
+// clone, a thread limit) is retried a second later.
+LIVEALLOC_NOINLINE inline void background_start() noexcept {
+  const std::uint64_t now = now_ms();
+  if (!g.bg_allowed.load(std::memory_order_relaxed) ||
+      now < g.bg_retry.load(std::memory_order_relaxed))
+    return;
+  int expected = kBgNone;
+  if (!g.bg_state.compare_exchange_strong(expected, kBgStarting, std::memory_order_acq_rel))
+    return;
+  pthread_attr_t attr;
+  int err = pthread_attr_init(&attr);
+  if (err == 0) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    err = pthread_attr_setstacksize(&attr, 256 * 1024);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    if (err == 0) err = pthread_create(&t, &attr, background_main, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    pthread_attr_destroy(&attr);
+  }
+  if (err != 0) {
+    g.bg_retry.store(now + kBgSleepMaxMs, std::memory_order_relaxed);
+    g.bg_state.store(kBgNone, std::memory_order_release);
+  }
+}
+
+// No thread starts before the program's constructors do: an allocation before them may come from
+// the dynamic loader, before the C library can start threads. (Once for every file that includes
+// this header: a flag.)
+__attribute__((constructor)) inline void bg_allow() noexcept {
+  g.bg_allowed.store(true, std::memory_order_relaxed);
+}
+
+// Everything the slow path does before looking for a page.
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
   if (LIVEALLOC_UNLIKELY(++h->name_tick >= 256)) {  // a name set after start shows up
@@ -2104,6 +2194,9 @@ inline void heap_maintain(heap* h) noexcept {
   if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now, step);
   outbox_flush(h);
   heap_drain_inbox(h);
+  if (LIVEALLOC_UNLIKELY(option(opt_background_purge) != 0) &&
+      g.bg_state.load(std::memory_order_relaxed) == kBgNone)
+    background_start();
 }
 
 // Gives back everything the heap of an exited thread holds: its lists go back to their pages and
@@ -2954,6 +3047,7 @@ inline void fork_parent() noexcept {
 // (blocks freed into them in the child stay there).
 inline void fork_child() noexcept {
   fork_unlock();
+  g.bg_state.store(kBgNone, std::memory_order_relaxed);  // not copied: the child starts its own
   if (!table_fork_child()) return;  // the heaps are not mapped: nothing to mark
   std::size_t owned = 0;
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {

@@ -21,7 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <fstream>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace la = livealloc;
@@ -881,6 +884,66 @@ TEST_CASE("a slow path purges one step of what another thread released, and the 
     CHECK(steps >= 8);
     CHECK(unit_steps > 0);  // slow paths microseconds apart give back a unit each
   }
+}
+
+// Polls `done` every 10 ms for up to 30 s: a deadline for something that must happen, never a
+// measure of how fast (a loaded CI machine may take seconds).
+template <class F>
+bool eventually(F done) {
+  for (int i = 0; i < 3000 && !done(); ++i) usleep(10 * 1000);
+  return done();
+}
+int background_state() { return la::detail::g.bg_state.load(); }
+
+TEST_CASE("background_purge: the allocator's thread gives back what idle threads released") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);
+  opts.set("page_recycle", 0);
+  la::deallocate(la::allocate(64));  // this thread's heap, which has seen the trim
+  REQUIRE(background_state() == d::kBgNone);
+  {
+    idle_worker w;  // ~10 MiB of spans released; it never reaches a slow path again
+    REQUIRE(purge_pending());
+    opts.set("background_purge", 1);
+    CHECK(background_state() == d::kBgNone);  // it starts at a slow path, not at the set
+    d::heap_maintain(d::tls_heap);            // this thread's next slow path starts it
+    CHECK(eventually([] { return background_state() == d::kBgRunning; }));
+    const std::size_t committed = d::g_proc->committed_bytes.load();
+    // No thread allocates from here on: the thread applies the lowered delay and purges.
+    opts.set("purge_delay", 100);
+    CHECK(eventually([] { return !purge_pending(); }));
+    CHECK(committed - d::g_proc->committed_bytes.load() >= std::size_t(8) << 20);
+    std::string names;  // the thread, by its name, among this process's
+    DIR* dir = opendir("/proc/self/task");
+    REQUIRE(dir);
+    while (dirent* e = readdir(dir)) {
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      if (std::getline(comm, name)) names += name + ",";
+    }
+    closedir(dir);
+    CHECK(names.find("livealloc-purge,") != std::string::npos);
+    // A forked child has no such thread: its own starts at its first slow path.
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)  // (threads in a fork child)
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const bool none = background_state() == d::kBgNone;
+      d::heap_maintain(d::tls_heap);
+      _exit(none && eventually([] { return background_state() == d::kBgRunning; }) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+#endif
+    opts.set("background_purge", 0);  // it ends within a second
+    CHECK(eventually([] { return background_state() == d::kBgNone; }));
+  }
+  CHECK(d::heap_is_valid());
 }
 
 TEST_CASE("an expired large mapping goes back a step at a time, at the next slow paths") {
