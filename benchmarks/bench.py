@@ -58,6 +58,11 @@ ALLOCATORS = [
     # the cases observed() selects; each run adds the metric `observer_events` (events received).
     {"name": "livealloc+memlive", "lib": "{build}/allocator/liblivealloc.so", "env": {"LIVEALLOC_PROFILE": "1"},
      "observer": "{build}/memlive/memlive"},
+    # The same library with its background purge thread (option background_purge): what it gives
+    # back in `pool_idle main=quiet`, where no thread allocates after the burst, and what it costs
+    # elsewhere. Only when --allocators names it.
+    {"name": "livealloc+bgpurge", "lib": "{build}/allocator/liblivealloc.so",
+     "env": {"LIVEALLOC_PROFILE": "0", "LIVEALLOC_BACKGROUND_PURGE": "1"}, "optional": True},
     {"name": "mimalloc", "lib": LIBDIR + "/libmimalloc.so.2", "env": {}, "package": "libmimalloc2.0"},
     {"name": "jemalloc", "lib": LIBDIR + "/libjemalloc.so.2", "env": {}, "package": "libjemalloc2"},
     {"name": "tcmalloc", "lib": LIBDIR + "/libtcmalloc_minimal.so.4", "env": {}, "package": "libtcmalloc-minimal4"},
@@ -82,7 +87,7 @@ CASES = (
     + [bench_case("vector_push", "elem=%s" % e, "threads=%d" % t) for e in ("small", "medium", "large") for t in (1, 4)]
     + [bench_case("sizeclass_xthread", "threads=%d" % t) for t in (2, 4)]
     + [bench_case("fragmentation")]
-    + [bench_case("pool_idle")]
+    + [bench_case("pool_idle"), bench_case("pool_idle", "main=quiet")]
     + [bench_case("tail_latency")]
     + [{"workload": "python", "kind": "python", "args": []}]
     + [{"workload": "clang", "kind": "clang", "args": []}]
@@ -623,7 +628,8 @@ def pick_allocators(args, build_dir, notes):
     is a UsageError; one of the default set is skipped with a note."""
     explicit = bool(args.allocators)
     wanted = comma_list("--allocators", args.allocators) if explicit else [
-        a["name"] for a in ALLOCATORS if not a.get("baseline") or args.baseline_lib]
+        a["name"] for a in ALLOCATORS
+        if not a.get("optional") and (not a.get("baseline") or args.baseline_lib)]
     unknown = [w for w in wanted if w not in {a["name"] for a in ALLOCATORS}]
     if unknown:
         raise UsageError("--allocators: unknown allocator(s) %s (known: %s)"
@@ -634,7 +640,8 @@ def pick_allocators(args, build_dir, notes):
     users = [w for w in wanted if w.startswith("livealloc") and w != "livealloc@baseline"]
     if args.livealloc_lib and not users:
         raise UsageError("--livealloc-lib: no column of --allocators %s runs it (only livealloc, "
-                         "livealloc+profile and livealloc+memlive do)" % args.allocators)
+                         "livealloc+profile, livealloc+memlive and livealloc+bgpurge do)"
+                         % args.allocators)
     if args.baseline_lib and "livealloc" not in wanted:
         raise UsageError("--baseline-lib: livealloc@baseline is compared with livealloc, which "
                          "--allocators %s leaves out" % args.allocators)
@@ -1223,11 +1230,22 @@ def cmd_verdict(args):
         if against[p]:
             print("- speed, geometric mean against %s: **%.3fx** over %d cases"
                   % (p, gmean_of_medians(against[p]), len(against[p])))
-    cost = {v: by_case(speed, v, "livealloc") for v in ("livealloc+profile", "livealloc+memlive")}
+    variants = ("livealloc+profile", "livealloc+memlive", "livealloc+bgpurge")
+    cost = {v: by_case(speed, v, "livealloc") for v in variants}
     for variant, ratios in cost.items():
         if ratios:
             print("- %s against livealloc: %.3fx the speed over %d cases (geometric mean; 1 = no cost)"
                   % (variant, gmean_of_medians(ratios), len(ratios)))
+    idle = {}  # what the background purge is for: the memory held after idling (pool_idle)
+    for r in rows:
+        if r["metric"] == "rss_idle":
+            key = (r["workload"], r["case"], r["threads"])
+            idle.setdefault(key, {}).setdefault(r["allocator"], {})[r["rep"]] = r["value"]
+    for key, reps in idle.items():
+        kept = advantage(reps, "livealloc+bgpurge", "livealloc", "lower")  # > 1: it holds less
+        if kept:
+            print("- resident after idling, %s: livealloc holds %s livealloc+bgpurge's (paired, "
+                  "min-max)" % (label(key), fmt(kept)))
     mem = {p: by_case(rss, "livealloc", p) for p in peers}  # > 1: the peer uses more than we do
     print()
     for p in peers:

@@ -3,8 +3,10 @@
 // thread goes on allocating a little, as a service's event loop does after a burst of work;
 // stresses how much freed memory stays resident with threads that stopped allocating. Reports
 // resident KiB right after the burst and after `idle_ms` of idling, peak RSS, and the burst's time.
+// With main=quiet the main thread sleeps too, so no thread allocates after the burst (a service
+// between bursts): what an allocator gives back then it gives back without any call.
 //
-//   pool_idle [threads=T] [live_kib=K] [idle_ms=N] [--smoke] [scale=F]
+//   pool_idle [threads=T] [live_kib=K] [idle_ms=N] [main=busy|quiet] [--smoke] [scale=F]
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
   const int threads = static_cast<int>(args.integer("threads", 16, 1, 256));
   const long live_kib = args.count("live_kib", 8192, 256);
   const long idle_ms = args.integer("idle_ms", args.smoke ? 50 : 1000, 0, 600000);
+  static const char* const kMains[] = {"busy", "quiet", nullptr};
+  const bool quiet = args.choice("main", "busy", kMains) == "quiet";
   args.check_all_known();
 
   const long rss_base = bench::rss_now_kib();
@@ -48,11 +52,12 @@ int main(int argc, char** argv) {
   const double dt = bench::now_s() - t0;
   const long rss_done = bench::rss_now_kib();
 
-  // The main thread's event loop: 256 small allocations a millisecond, each checked and freed.
+  // The main thread's event loop: 256 small allocations a millisecond, each checked and freed
+  // (none with main=quiet).
   bench::Rng rng(5);
   const double idle_end = bench::now_s() + static_cast<double>(idle_ms) / 1000;
   while (bench::now_s() < idle_end) {
-    for (int i = 0; i < 256; ++i) {
+    for (int i = 0; i < (quiet ? 0 : 256); ++i) {
       void* p = bench::make_block(kName, bench::log_uniform(rng, 16, 1024), rng.next());
       bench::check_and_free(kName, p, 1024);
     }
@@ -62,7 +67,7 @@ int main(int argc, char** argv) {
   stop.store(true);
   for (auto& t : pool) t.join();
 
-  const std::string case_name = "burst+idle";
+  const std::string case_name = quiet ? "burst+quiet" : "burst+idle";
   bench::result(kName, case_name, threads, "time", dt, "s");
   bench::result(kName, case_name, threads, "rss_done", static_cast<double>(rss_done - rss_base),
                 "KiB");
