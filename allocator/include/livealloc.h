@@ -2155,12 +2155,17 @@ LIVEALLOC_NOINLINE inline void background_start() noexcept {
   int err = pthread_attr_init(&attr);
   if (err == 0) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    err = pthread_attr_setstacksize(&attr, 256 * 1024);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    if (err == 0) err = pthread_create(&t, &attr, background_main, nullptr);
+    // The stack holds the static TLS of every loaded object too: a program with large
+    // thread_local arrays needs more than 256 KiB (EINVAL), so 8 MiB then, glibc's usual size.
+    for (std::size_t stack : {std::size_t(256) << 10, std::size_t(8) << 20}) {
+      pthread_t t;
+      err = pthread_attr_setstacksize(&attr, stack);
+      if (err == 0) err = pthread_create(&t, &attr, background_main, nullptr);
+      if (err != EINVAL) break;
+    }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     pthread_attr_destroy(&attr);
   }
