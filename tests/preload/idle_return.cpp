@@ -2,8 +2,10 @@
 // of 32 B to 64 KiB and a few of 1 to 4 MiB), free it all and wait; the main thread allocates
 // nothing and watches its resident anonymous memory. Under LIVEALLOC_BACKGROUND_PURGE=1 the
 // allocator's own thread must give most of it back although no thread reaches a slow path again
-// (without it nothing would: README, Known limits). Exit 0 when it fell below a quarter of
-// what they freed within 30 s (a deadline for what must happen, not a speed check), 1 otherwise.
+// (without it nothing would: README, Known limits). The program has 1 MiB of thread_local data,
+// more than the thread's first stack size holds, so the thread starts on its second. Exit 0 when
+// it fell below a quarter of what they freed within 30 s (a deadline for what must happen, not a
+// speed check), 1 otherwise.
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -14,6 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+// Static TLS (external, so that it stays in the program): every thread's stack must hold it.
+thread_local char tls_block[1 << 20];
 
 namespace {
 
@@ -60,6 +65,7 @@ void* worker(void* arg) {
 }  // namespace
 
 int main() {
+  tls_block[0] = 1;
   pthread_t t[kWorkers];
   for (int i = 0; i < kWorkers; ++i)
     if (pthread_create(&t[i], nullptr, worker, reinterpret_cast<void*>(std::uintptr_t(i))) != 0)
