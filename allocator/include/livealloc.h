@@ -43,8 +43,15 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 #include <sys/prctl.h>
+#if __has_include(<sys/single_threaded.h>)  // glibc 2.32
+#include <sys/single_threaded.h>
+#define LIVEALLOC_SINGLE_THREADED() (__libc_single_threaded != 0)
+#else
+#define LIVEALLOC_SINGLE_THREADED() false
+#endif
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,10 +134,12 @@
   X(stale_segments, int, 8, 0, 64, false,                                                       \
     "segments left in /dev/shm by this user's processes that are gone (killed, crashed) kept "  \
     "when a process publishes its own: the newest; older ones are removed")                     \
-  X(background_purge, bool, 0, 0, 1, true,                                                      \
-    "a thread of the allocator's own (livealloc-purge) returns released pages and cached large " \
-    "mappings to the OS once purge_delay has passed, so a process whose threads all went idle " \
-    "gives them back too; it starts at the next slow path of any thread and ends when unset")
+  X(background_purge, int, 0, 0, 2, true,                                                       \
+    "1: a thread of the allocator's own (livealloc-purge) returns released pages and cached "   \
+    "large mappings to the OS once purge_delay has passed, so a process whose threads all went " \
+    "idle gives them back too; it starts at the next slow path or large allocation of any "     \
+    "thread once the process runs a second thread (2: in a single-threaded process too), and "  \
+    "ends when set to 0")
 
 namespace livealloc {
 inline namespace v0 {
@@ -1234,6 +1243,7 @@ struct global_state {
   std::atomic<int> bg_state{0};
   std::atomic<bool> bg_allowed{false};     // the program's constructors have begun (bg_allow)
   std::atomic<std::uint64_t> bg_retry{0};  // now_ms() before which a failed start is not retried
+  std::atomic<std::uint32_t> bg_wake{0};   // its futex word: bumped when a deadline appears
   // Counts folded in from heaps are read from the heaps themselves; these are the rest.
 #if LIVEALLOC_CHECKED
   std::atomic<std::atomic<std::uint8_t>*> chunk_map{nullptr};  // per 4 MiB chunk: 1 segment, 2 large
@@ -1531,6 +1541,8 @@ inline page* page_alloc(heap* h, unsigned cls) noexcept {
   return pg;
 }
 
+inline void background_wake() noexcept;
+
 // Gives a page's span back to the page heap, where any thread may take it again; its memory goes
 // back to the OS now (purge_delay 0) or at the first slow path of any thread after the delay.
 inline void page_release(heap* h, page* pg) noexcept {
@@ -1558,27 +1570,32 @@ inline void page_release(heap* h, page* pg) noexcept {
   pg->used = pg->reserved = pg->capacity = 0;
   pg->in_full = pg->kept_empty = 0;
   page_heap& ph = g.pages;
-  lock_guard guard(ph.lock);
-  for (unsigned i = 0; i < n; ++i) {
-    s->pages[idx + i].span = nullptr;
-    s->pages[idx + i].units = 0;
-    s->units[idx + i] = unit_info{};
+  bool first_dirty = false;  // a deadline where there was none: a sleeping purge thread wakes
+  {
+    lock_guard guard(ph.lock);
+    for (unsigned i = 0; i < n; ++i) {
+      s->pages[idx + i].span = nullptr;
+      s->pages[idx + i].units = 0;
+      s->units[idx + i] = unit_info{};
+    }
+    if (delay != 0) {
+      s->dirty_units |= unit_mask(idx, n);
+      ph.dirty_units += n;
+      ph.purge_left = true;  // a pass under way may have passed this segment: it goes on after it
+      ph.last_release = now_ms();
+      first_dirty = ph.purge_deadline.load(std::memory_order_relaxed) == 0;
+      if (first_dirty)
+        ph.purge_deadline.store(ph.last_release + delay, std::memory_order_relaxed);
+    }
+    if (s->free_units == 0 && s != ph.segments) {
+      segment_unlink(s);
+      segment_push_front(s);
+    }
+    s->free_units |= unit_mask(idx, n);
+    s->used_units -= n;
+    if (s->used_units == 0 && s->dirty_units == 0) segment_release(s);
   }
-  if (delay != 0) {
-    s->dirty_units |= unit_mask(idx, n);
-    ph.dirty_units += n;
-    ph.purge_left = true;  // a pass under way may have passed this segment: it goes on after it
-    ph.last_release = now_ms();
-    if (ph.purge_deadline.load(std::memory_order_relaxed) == 0)
-      ph.purge_deadline.store(ph.last_release + delay, std::memory_order_relaxed);
-  }
-  if (s->free_units == 0 && s != ph.segments) {
-    segment_unlink(s);
-    segment_push_front(s);
-  }
-  s->free_units |= unit_mask(idx, n);
-  s->used_units -= n;
-  if (s->used_units == 0 && s->dirty_units == 0) segment_release(s);
+  if (first_dirty) background_wake();
 }
 
 // Returns dirty free units to the OS and releases segments left empty. With `all` every dirty
@@ -2108,6 +2125,8 @@ inline void* background_main(void*) noexcept {
   g.bg_state.store(kBgRunning, std::memory_order_release);
   std::uint64_t trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
   for (;;) {
+    // Read before the deadlines: a deadline set after this bumps it, and the wait returns at once.
+    const std::uint32_t wake_seen = g.bg_wake.load(std::memory_order_acquire);
     const std::uint64_t gen = options_gen();
     if (g_table.control) control_validate(gen);
     caches_apply_options(gen);
@@ -2131,22 +2150,35 @@ inline void* background_main(void*) noexcept {
     for (std::uint64_t due : {pages_due, large_due})
       if (due != 0) wait = due <= now ? 1 : due - now < wait ? due - now : wait;
     timespec ts{static_cast<time_t>(wait / 1000), static_cast<long>(wait % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g.bg_wake), FUTEX_WAIT_PRIVATE, wake_seen,
+            &ts, nullptr, 0);  // (EINTR, EAGAIN: the loop looks again)
   }
   g.bg_state.store(kBgNone, std::memory_order_release);
   return nullptr;
 }
 
+// A release or a large block's caching set a deadline where there was none: the thread, asleep
+// for up to a second, wakes now and sleeps until that deadline instead.
+inline void background_wake() noexcept {
+  if (g.bg_state.load(std::memory_order_relaxed) != kBgRunning) return;
+  g.bg_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g.bg_wake), FUTEX_WAKE_PRIVATE, 1, nullptr,
+          nullptr, 0);
+}
+
 // Starts the thread from a slow path, after the slow path's own work, with no lock held; the
-// allocations pthread_create makes come back here and find it starting. Its own attributes (a
+// allocations pthread_create makes come back here and find it starting. At 1 only in a process
+// that runs more than one thread already: a single-threaded one stays so (glibc's single-thread
+// fast paths, unshare(CLONE_NEWUSER) and setuid with per-thread capabilities, as setpriv does,
+// need it), and its one thread's slow paths purge; at 2 in any process. Its own attributes (a
 // stack size of its own) keep glibc's default-attribute lock out of it, and it starts with every
 // signal blocked, so no handler of the program runs on it. A failure (a sandbox that forbids
 // clone, a thread limit) is retried a second later.
 LIVEALLOC_NOINLINE inline void background_start() noexcept {
   const std::uint64_t now = now_ms();
   if (!g.bg_allowed.load(std::memory_order_relaxed) ||
-      now < g.bg_retry.load(std::memory_order_relaxed))
+      now < g.bg_retry.load(std::memory_order_relaxed) ||
+      (option(opt_background_purge) < 2 && LIVEALLOC_SINGLE_THREADED()))
     return;
   int expected = kBgNone;
   if (!g.bg_state.compare_exchange_strong(expected, kBgStarting, std::memory_order_acq_rel))
@@ -2182,6 +2214,13 @@ __attribute__((constructor)) inline void bg_allow() noexcept {
   g.bg_allowed.store(true, std::memory_order_relaxed);
 }
 
+// At the end of a slow path's upkeep and at a large allocation, with no lock held.
+LIVEALLOC_ALWAYS_INLINE void background_check() noexcept {
+  if (LIVEALLOC_UNLIKELY(option(opt_background_purge) != 0) &&
+      g.bg_state.load(std::memory_order_relaxed) == kBgNone)
+    background_start();
+}
+
 // Everything the slow path does before looking for a page.
 inline void heap_maintain(heap* h) noexcept {
   heap_apply_options(h);
@@ -2199,9 +2238,7 @@ inline void heap_maintain(heap* h) noexcept {
   if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now, step);
   outbox_flush(h);
   heap_drain_inbox(h);
-  if (LIVEALLOC_UNLIKELY(option(opt_background_purge) != 0) &&
-      g.bg_state.load(std::memory_order_relaxed) == kBgNone)
-    background_start();
+  background_check();
 }
 
 // Gives back everything the heap of an exited thread holds: its lists go back to their pages and
@@ -3653,6 +3690,7 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size, std::uint64_t 
   const std::uint64_t now = now_ms();
   large_cache_entry gone[kLargeCacheSlots + 1];
   unsigned n = 0;
+  bool first_cached = false;  // a deadline where there was none: a sleeping purge thread wakes
   if (size <= limit && delay > 0) {
     lock_guard guard(g.large_lock);
     for (unsigned i = 0; i < g.large_cache_count;) {
@@ -3682,9 +3720,11 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size, std::uint64_t 
     add(g_proc->cached_bytes, size);
     std::uint64_t d = g.large_cache_deadline.load(std::memory_order_relaxed);
     if (d == 0 || now + delay < d) g.large_cache_deadline.store(now + delay, std::memory_order_relaxed);
+    first_cached = d == 0;
   } else {
     gone[n++] = {base, size, 0, area};
   }
+  if (first_cached) background_wake();
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   const std::uint64_t due = g.large_cache_deadline.load(std::memory_order_relaxed);
   if (due != 0 && now >= due) large_cache_sweep_step(now, kPurgeStepMax);
@@ -3740,6 +3780,7 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
     errno = ENOMEM;
     return nullptr;
   }
+  background_check();
   std::size_t need;
   if (size > PTRDIFF_MAX || align > (std::size_t(1) << 40)) {
     errno = ENOMEM;

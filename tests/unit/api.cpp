@@ -903,6 +903,16 @@ TEST_CASE("background_purge: the allocator's thread gives back what idle threads
   opts.set("page_recycle", 0);
   la::deallocate(la::allocate(64));  // this thread's heap, which has seen the trim
   REQUIRE(background_state() == d::kBgNone);
+  if (LIVEALLOC_SINGLE_THREADED()) {  // (ctest runs each case in a process of its own)
+    opts.set("background_purge", 1);
+    d::heap_maintain(d::tls_heap);
+    CHECK(background_state() == d::kBgNone);  // a single-threaded process stays so
+    opts.set("background_purge", 2);          // unless asked
+    d::heap_maintain(d::tls_heap);
+    CHECK(eventually([] { return background_state() == d::kBgRunning; }));
+    opts.set("background_purge", 0);
+    CHECK(eventually([] { return background_state() == d::kBgNone; }));
+  }
   {
     idle_worker w;  // ~10 MiB of spans released; it never reaches a slow path again
     REQUIRE(purge_pending());
@@ -915,6 +925,13 @@ TEST_CASE("background_purge: the allocator's thread gives back what idle threads
     opts.set("purge_delay", 100);
     CHECK(eventually([] { return !purge_pending(); }));
     CHECK(committed - d::g_proc->committed_bytes.load() >= std::size_t(8) << 20);
+    // Nothing is due, so it sleeps (a second at most); the next release wakes it.
+    const std::uint32_t wakes = d::g.bg_wake.load();
+    {
+      idle_worker w2;
+      CHECK(d::g.bg_wake.load() != wakes);
+      CHECK(eventually([] { return !purge_pending(); }));
+    }
     std::string names;  // the thread, by its name, among this process's
     DIR* dir = opendir("/proc/self/task");
     REQUIRE(dir);
@@ -932,6 +949,7 @@ TEST_CASE("background_purge: the allocator's thread gives back what idle threads
     REQUIRE(pid >= 0);
     if (pid == 0) {
       const bool none = background_state() == d::kBgNone;
+      std::thread([] {}).join();  // (a process that was never more than one thread starts none)
       d::heap_maintain(d::tls_heap);
       _exit(none && eventually([] { return background_state() == d::kBgRunning; }) ? 0 : 1);
     }
@@ -944,6 +962,20 @@ TEST_CASE("background_purge: the allocator's thread gives back what idle threads
     CHECK(eventually([] { return background_state() == d::kBgNone; }));
   }
   CHECK(d::heap_is_valid());
+}
+
+TEST_CASE("background_purge: a large allocation starts the thread too") {
+  namespace d = la::detail;
+  scoped_options opts;
+  std::thread([] {}).join();  // a process that has had a second thread
+  opts.set("background_purge", 1);
+  REQUIRE(background_state() == d::kBgNone);
+  void* p = la::allocate(8 << 20);  // no small allocation, so no small slow path
+  REQUIRE(p);
+  CHECK(eventually([] { return background_state() == d::kBgRunning; }));
+  la::deallocate(p);
+  opts.set("background_purge", 0);
+  CHECK(eventually([] { return background_state() == d::kBgNone; }));
 }
 
 TEST_CASE("an expired large mapping goes back a step at a time, at the next slow paths") {
