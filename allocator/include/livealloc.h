@@ -1141,7 +1141,9 @@ struct table_state {
   pid_t pid = 0;
   bool lost = false;         // a fork child that got no copy: its heaps at base are gone
   std::uint64_t fork_slots[(kMaxSlots + 63) / 64] = {};  // fork_prepare's scratch: the slots it copies
-  bool linked = false;       // has its /dev/shm name
+  // Has its /dev/shm name. Written under `lock`, read by enabled() without it: path is written
+  // before it is set (release), and read after it is seen (acquire).
+  std::atomic<bool> linked{false};
   dev_t name_dev = 0;        // the file that name was given to: it is removed only while it
   ino_t name_ino = 0;        // still holds that file (see table_unlink_name)
   bool want_linked = false;  // profiling was enabled (a fork child links its own)
@@ -2493,7 +2495,9 @@ inline int table_reserve(std::size_t from, std::size_t to) noexcept {
   int err = errno;
   lock_guard guard(g_table.lock);  // table_enable closes the descriptor and names the file under it
   if (table_fd_ours()) return table_reserve_fd(g_table.fd, from, to);
-  const int fd = g_table.linked ? open(g_table.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+  const int fd = g_table.linked.load(std::memory_order_relaxed)
+                     ? open(g_table.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+                     : -1;
   if (fd < 0) return err;
   struct stat st;
   if (fstat(fd, &st) == 0 && st.st_dev == g_table.dev && st.st_ino == g_table.ino)
@@ -2601,7 +2605,7 @@ inline int table_unlink_name() noexcept {
 // Only the process that named the segment removes the name: a vfork child shares our memory
 // and a raw fork's child a copy of it, and both have another pid.
 inline void table_unlink_at_exit() noexcept {
-  if (!g_table.linked || g_table.pid != getpid()) return;
+  if (!g_table.linked.load(std::memory_order_relaxed) || g_table.pid != getpid()) return;
   g_table.exit_unlinked.store(true, std::memory_order_relaxed);
   table_unlink_name();
 }
@@ -2840,7 +2844,7 @@ inline int table_enable() noexcept {
     lock_guard guard(g_table.lock);
     if (g_table.exit_unlinked.load(std::memory_order_relaxed)) return ECANCELED;
     g_table.want_linked = true;
-    if (g_table.linked) return 0;
+    if (g_table.linked.load(std::memory_order_relaxed)) return 0;
     message p;
     p << "/dev/shm/livealloc." << static_cast<long long>(getpid());
     p.buf[p.len] = 0;
@@ -2865,7 +2869,7 @@ inline int table_enable() noexcept {
     if (r != 0) {
       result = errno;
     } else {
-      g_table.linked = true;
+      g_table.linked.store(true, std::memory_order_release);
       table_note_profile(1);
       g_table.name_dev = g_table.dev;
       g_table.name_ino = g_table.ino;
@@ -2905,8 +2909,8 @@ inline int table_enable() noexcept {
 inline int table_disable() noexcept {
   lock_guard guard(g_table.lock);
   g_table.want_linked = false;
-  if (!g_table.linked) return 0;
-  g_table.linked = false;
+  if (!g_table.linked.load(std::memory_order_relaxed)) return 0;
+  g_table.linked.store(false, std::memory_order_relaxed);
   table_note_profile(0);
   return table_unlink_name();
 }
@@ -3037,7 +3041,7 @@ inline bool table_fork_child() noexcept {
   if (table_fd_ours()) close(g_table.fd);
   table_keep_fd(fd);
   g_table.file = fd >= 0;
-  g_table.linked = false;
+  g_table.linked.store(false, std::memory_order_relaxed);
   g_table.lock.word.store(0, std::memory_order_relaxed);
   g_table.pid = getpid();
   if (!mapped) {
@@ -4258,6 +4262,7 @@ inline bool release_caches() noexcept {
 inline stats stats_impl() noexcept {
   constexpr auto rlx = std::memory_order_relaxed;
   stats s{};
+  if (!process_init()) return s;  // g_proc and g_exited are set while the process starts
   for (heap* h = g.all_heaps.load(std::memory_order_acquire); h; h = h->next_all) {
     s.requested_bytes += h->stats[0].v[c_requested_bytes].load(rlx);
     for (unsigned c = 1; c < kClasses; ++c) {
@@ -4380,8 +4385,12 @@ inline option_status set_option_impl(const char* name, long long value) noexcept
   const option_info& o = kOptionTable[id];
   if (!o.live) return option_status::not_live;
   if (value < o.lo || value > o.hi) return option_status::out_of_range;
+  // The process's start writes the control block and g_table.control: a call racing the first
+  // allocation of another thread waits for it (else the value could miss the block), and one
+  // before any allocation makes the segment, as that allocation would.
+  telemetry::control_block* c = process_init() ? g_table.control : nullptr;
   g_options.v[id].store(value, std::memory_order_relaxed);
-  if (telemetry::control_block* c = g_table.control) {
+  if (c) {
     lock_guard guard(g_table.lock);
     telemetry::option_at(c, static_cast<unsigned>(id))->requested.store(value, std::memory_order_relaxed);
     telemetry::option_at(c, static_cast<unsigned>(id))->effective.store(value, std::memory_order_relaxed);
@@ -4533,7 +4542,10 @@ inline bool get_option(const char* name, long long* value) noexcept {
   if (value) *value = detail::option(static_cast<detail::option_id>(id));
   return true;
 }
-inline std::uint64_t options_generation() noexcept { return detail::options_gen(); }
+inline std::uint64_t options_generation() noexcept {
+  (void)detail::process_init();  // g_table.control is set while the process starts
+  return detail::options_gen();
+}
 inline stats get_stats() noexcept { return detail::stats_impl(); }
 
 namespace telemetry {
@@ -4550,7 +4562,7 @@ inline int enable() noexcept { return detail::table_enable(); }
 inline int disable() noexcept { return detail::table_disable(); }
 // Whether the segment has its name (not after the exit removed it).
 inline bool enabled() noexcept {
-  return detail::g_table.linked &&
+  return detail::g_table.linked.load(std::memory_order_acquire) &&
          !detail::g_table.exit_unlinked.load(std::memory_order_relaxed);
 }
 // The segment's path while enabled, else "".
