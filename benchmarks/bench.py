@@ -1134,23 +1134,26 @@ def advantage(reps, alloc, base, sense):
 
 
 def verdict_cases(rows):
-    """Two dicts keyed by (workload, case, threads), values (metric, sense, {allocator: {rep:
-    value}}): the speed cases (throughput where a case has it, else time) and peak RSS."""
+    """Three dicts keyed by (workload, case, threads), values (metric, sense, {allocator: {rep:
+    value}}): the speed cases (throughput where a case has it, else time), peak RSS, and the
+    memory held after idling (pool_idle's rss_idle)."""
     reps = {}
     for r in rows:
         key = (r["workload"], r["case"], r["threads"])
         reps.setdefault(key, {}).setdefault(r["metric"], {}).setdefault(r["allocator"], {})[r["rep"]] = r["value"]
-    speed, rss = {}, {}
+    speed, rss, idle = {}, {}, {}
     for key, metrics in reps.items():
         if "peak_rss" in metrics:
             rss[key] = ("peak_rss", "lower", metrics["peak_rss"])
+        if "rss_idle" in metrics:
+            idle[key] = ("rss_idle", "lower", metrics["rss_idle"])
         if key[0] in NOT_SPEED:
             continue
         rate = [m for m in metrics if m.endswith("per_s")]
         metric = rate[0] if rate else ("time" if "time" in metrics else None)
         if metric:
             speed[key] = (metric, better(metric), metrics[metric])
-    return speed, rss
+    return speed, rss, idle
 
 
 def by_case(cases, alloc, base):
@@ -1184,7 +1187,7 @@ def cmd_verdict(args):
           % (facts.get("date", "?"), facts.get("repository", "?"), facts.get("mode", "?"), len(rows)))
     if "smoke" in facts.get("mode", ""):
         print("A smoke run: tiny sizes, one repetition; the ratios below say nothing about speed.\n")
-    speed, rss = verdict_cases(rows)
+    speed, rss, idle = verdict_cases(rows)
     noise = run_noise(speed)
     if noise:
         print("The host's noise in this run: livealloc's own speed moved by a median of %.1f%% "
@@ -1236,16 +1239,10 @@ def cmd_verdict(args):
         if ratios:
             print("- %s against livealloc: %.3fx the speed over %d cases (geometric mean; 1 = no cost)"
                   % (variant, gmean_of_medians(ratios), len(ratios)))
-    idle = {}  # what the background purge is for: the memory held after idling (pool_idle)
-    for r in rows:
-        if r["metric"] == "rss_idle":
-            key = (r["workload"], r["case"], r["threads"])
-            idle.setdefault(key, {}).setdefault(r["allocator"], {})[r["rep"]] = r["value"]
-    for key, reps in idle.items():
-        kept = advantage(reps, "livealloc+bgpurge", "livealloc", "lower")  # > 1: it holds less
-        if kept:
-            print("- resident after idling, %s: livealloc holds %s livealloc+bgpurge's (paired, "
-                  "min-max)" % (label(key), fmt(kept)))
+    # What the background purge is for: the memory held after idling (> 1: it holds less).
+    for key, kept in by_case(idle, "livealloc+bgpurge", "livealloc").items():
+        print("- resident after idling, %s: livealloc holds %s livealloc+bgpurge's (paired, "
+              "min-max)" % (label(key), fmt(kept)))
     mem = {p: by_case(rss, "livealloc", p) for p in peers}  # > 1: the peer uses more than we do
     print()
     for p in peers:
