@@ -1770,6 +1770,16 @@ int flushed(int code) {
 
 }  // namespace
 
+// Under an exported LD_PRELOAD of liblivealloc.so with LIVEALLOC_PROFILE=1, memlive publishes a
+// segment of its own, and `list`, `snapshot --all` and `serve --all` showed memlive among the
+// programs it watches. Its name goes: the allocator keeps the file it maps (which nothing reads
+// then) and finds the name gone at exit. A file under the name that this process does not map is
+// not its segment, and stays.
+static void unpublish_self() {
+  const std::string path = "/dev/shm/livealloc." + std::to_string(getpid());
+  if (livealloc::detail::table_name_mapped_here(path.c_str())) unlink(path.c_str());
+}
+
 int main(int argc, char** argv) {
   // Descriptors 0 to 2 closed (`memlive serve ... >&-`) would go to the first files memlive
   // opens, and a segment opened for `tune` or `serve` took them: memlive's own messages were
@@ -1781,6 +1791,7 @@ int main(int argc, char** argv) {
     if (fcntl(fd, F_GETFD) == -1 && errno == EBADF &&
         open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_NOCTTY | O_CLOEXEC) != fd)
       return 1;  // no /dev/null (and maybe nowhere to say so)
+  unpublish_self();
   // The server's 24 worker threads would each get a glibc arena, and memory freed after one big
   // answer (a snapshot of hundreds of threads is tens of MiB) would stay in that thread's arena
   // instead of serving the next: 24 requests for /metrics at once peaked at 0.8 GB. Two arenas.

@@ -2062,6 +2062,26 @@ def listed(ml, pid):
     return None
 
 
+def check_not_itself(ml, w):
+    """Under an exported LD_PRELOAD of the allocator with profiling on, memlive's own segment is
+    not among the processes it lists (it was: `memlive` running, 1 thread)."""
+    lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ml))), "allocator",
+                       "liblivealloc.so")
+    if not os.path.exists(lib):
+        print("note: no %s (a sanitizer build): memlive under the preload is not tested" % lib)
+        return
+    env = dict(os.environ, LD_PRELOAD=lib, LIVEALLOC_PROFILE="1")
+    r = run([ml, "list"], env=env)
+    rows = [ln.split() for ln in r.stdout.splitlines()]
+    check(r.returncode == 0 and any(f[:1] == [str(w.pid)] for f in rows) and
+          not any(len(f) > 1 and f[1] == "memlive" for f in rows),
+          "list under the preload with profiling: the workload, not memlive itself:\n" + r.stdout)
+    r = run([ml, "snapshot", "--all"], env=env)
+    programs = [json.loads(ln).get("program") for ln in r.stdout.splitlines() if ln.strip()]
+    check(r.returncode == 0 and "memlive_workload" in programs and "memlive" not in programs,
+          "snapshot --all under the preload with profiling: not memlive itself (%s)" % programs)
+
+
 def only_pid(text, pid):
     """The Prometheus text's comment lines and the samples of process `pid`."""
     return "\n".join(ln for ln in text.splitlines()
@@ -2268,6 +2288,7 @@ def cmd_cli(ml, wl):
             check(r.returncode == 0, "snapshot --format prometheus: exit 0")
             check_prometheus(r.stdout, want, w.pid)
         check_snapshot_all(ml, wl, w, tmp)
+        check_not_itself(ml, w)
         check_overflow_note(ml, wl)
         check_tune(ml, w.pid)
         check_tune_writers_defaults_ranges(ml, w.pid, tmp)
