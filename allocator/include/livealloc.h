@@ -139,7 +139,8 @@
     "large mappings to the OS once purge_delay has passed, so a process whose threads all went " \
     "idle gives them back too; it starts at the next slow path or large allocation of any "     \
     "thread once the process runs a second thread (2: in a single-threaded process too), and "  \
-    "ends when set to 0")
+    "ends when set to 0; while it runs, the program's threads leave that work to it (none of "   \
+    "it in their malloc latency) unless it falls a second behind")
 
 namespace livealloc {
 inline namespace v0 {
@@ -2122,6 +2123,15 @@ inline void large_cache_sweep_step(std::uint64_t now, unsigned units) noexcept;
 enum : int { kBgNone = 0, kBgStarting = 1, kBgRunning = 2 };
 constexpr std::uint64_t kBgSleepMaxMs = 1000;
 
+// Whether a slow path of the program's threads purges what is due. While the background thread
+// runs, purging is its work and theirs makes no madvise for it (as jemalloc's background thread
+// takes decay off the application's threads), so their latency carries none of it; unless it has
+// fallen a second behind (no CPU for it on a busy machine), when they help as without it.
+LIVEALLOC_ALWAYS_INLINE bool purge_here(std::uint64_t now, std::uint64_t due) noexcept {
+  return due != 0 && now >= due &&
+         (g.bg_state.load(std::memory_order_relaxed) != kBgRunning || now - due >= kBgSleepMaxMs);
+}
+
 inline void* background_main(void*) noexcept {
   prctl(PR_SET_NAME, "livealloc-purge", 0, 0, 0);
   g.bg_state.store(kBgRunning, std::memory_order_release);
@@ -2236,8 +2246,8 @@ inline void heap_maintain(heap* h) noexcept {
   const std::uint64_t now = now_ms();
   const unsigned step = purge_step(now - h->last_maintain);
   h->last_maintain = now;
-  if (purge_deadline != 0 && now >= purge_deadline) pages_purge_due(now, step);
-  if (large_deadline != 0 && now >= large_deadline) large_cache_sweep_step(now, step);
+  if (purge_here(now, purge_deadline)) pages_purge_due(now, step);
+  if (purge_here(now, large_deadline)) large_cache_sweep_step(now, step);
   outbox_flush(h);
   heap_drain_inbox(h);
   background_check();
@@ -3731,7 +3741,7 @@ inline void large_cache_put(std::uint8_t* base, std::size_t size, std::uint64_t 
   if (first_cached) background_wake();
   for (unsigned i = 0; i < n; ++i) os_unmap(gone[i].base, gone[i].size);
   const std::uint64_t due = g.large_cache_deadline.load(std::memory_order_relaxed);
-  if (due != 0 && now >= due) large_cache_sweep_step(now, kPurgeStepMax);
+  if (purge_here(now, due)) large_cache_sweep_step(now, kPurgeStepMax);
 }
 
 inline void large_init_header(large_header* hdr, std::uint8_t* base, std::size_t map_size,

@@ -978,6 +978,34 @@ TEST_CASE("background_purge: a large allocation starts the thread too") {
   CHECK(eventually([] { return background_state() == d::kBgNone; }));
 }
 
+TEST_CASE("background_purge: while the thread runs, a slow path leaves a due purge to it") {
+  namespace d = la::detail;
+  la::trim();
+  scoped_options opts;
+  opts.set("purge_delay", 60000);
+  opts.set("page_recycle", 0);
+  la::deallocate(la::allocate(64));  // this thread's heap, which has seen the trim
+  REQUIRE(background_state() == d::kBgNone);
+  idle_worker w;  // ~10 MiB of spans released
+  d::pages_purge_soon();  // every dirty unit due now, as a trim makes it
+  // The thread's published state, with no thread: nothing purges here but this slow path.
+  d::g.bg_state.store(d::kBgRunning);
+  const std::size_t committed = d::g_proc->committed_bytes.load();
+  d::heap_maintain(d::tls_heap);
+  CHECK(purge_pending());
+  CHECK(d::g_proc->committed_bytes.load() == committed);  // left to the thread
+  // A second late: the thread gets no CPU, and the slow path purges a step itself.
+  d::g.pages.purge_deadline.store(d::now_ms() - d::kBgSleepMaxMs);
+  d::heap_maintain(d::tls_heap);
+  CHECK(d::g_proc->committed_bytes.load() < committed);
+  d::g.bg_state.store(d::kBgNone);
+  const std::size_t left = d::g_proc->committed_bytes.load();
+  d::pages_purge_soon();
+  d::heap_maintain(d::tls_heap);  // and without the thread, at once
+  CHECK(d::g_proc->committed_bytes.load() < left);
+  CHECK(d::heap_is_valid());
+}
+
 TEST_CASE("an expired large mapping goes back a step at a time, at the next slow paths") {
   namespace d = la::detail;
   la::trim();
