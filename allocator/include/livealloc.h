@@ -530,16 +530,102 @@ inline void* os_map(std::size_t size) noexcept {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
-inline void os_unmap(void* p, std::size_t size) noexcept {
-  add(g_proc->munmap_calls, 1);
-  count_os_call(1);
-  munmap(p, size);
-}
 // Returns physical pages to the OS; the range stays mapped and reads back as zeros.
 inline void os_decommit(void* p, std::size_t size) noexcept {
   add(g_proc->madvise_calls, 1);
   count_os_call(2);
   madvise(p, size, MADV_DONTNEED);
+}
+
+// Address ranges still mapped that the allocator meant to unmap. The kernel merges adjacent
+// mappings, so an unmap that takes part of one splits it, and a split past vm.max_map_count
+// (65,530 mappings by default: a process with that many live large blocks, each its own mapping)
+// fails with ENOMEM. Such a range gives its memory back (madvise) and is kept here: mapped, owned,
+// reading as zeros, for the next mapping the allocator needs (which the OS would refuse just as
+// well there), and unmapped again at a trim. A full table keeps nothing more (the range then is
+// address space only, no memory).
+struct mapped_range {
+  std::uint8_t* base;
+  std::size_t size;
+};
+constexpr unsigned kStrandedSlots = 4096;
+struct stranded_ranges {
+  spinlock lock;  // a leaf: nothing is taken under it
+  std::atomic<unsigned> count{0};
+  mapped_range r[kStrandedSlots];
+};
+inline stranded_ranges g_stranded;
+
+// Joined with the ranges it touches: the ends a mapping's alignment left (os_map_aligned) are
+// pieces of less than 4 MiB, which together with their neighbours make ranges a mapping can use.
+inline void stranded_put(std::uint8_t* base, std::size_t size) noexcept {
+  if (size == 0) return;
+  lock_guard guard(g_stranded.lock);
+  unsigned n = g_stranded.count.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < n;) {
+    const mapped_range m = g_stranded.r[i];
+    if (m.base + m.size == base || base + size == m.base) {
+      if (m.base < base) base = m.base;
+      size += m.size;
+      g_stranded.r[i] = g_stranded.r[--n];
+    } else {
+      ++i;
+    }
+  }
+  if (n < kStrandedSlots) g_stranded.r[n++] = {base, size};
+  g_stranded.count.store(n, std::memory_order_relaxed);
+}
+
+inline void os_unmap(void* p, std::size_t size) noexcept {
+  add(g_proc->munmap_calls, 1);
+  count_os_call(1);
+  const int saved = errno;  // (free leaves errno alone, as POSIX asks)
+  if (LIVEALLOC_LIKELY(munmap(p, size) == 0)) return;
+  if (errno == ENOMEM) {
+    os_decommit(p, size);
+    stranded_put(static_cast<std::uint8_t*>(p), size);
+  }
+  errno = saved;
+}
+
+// A stranded range's part of `size` bytes at a multiple of `align`, or nullptr; what is left of
+// the range on either side stays stranded.
+inline void* stranded_take(std::size_t size, std::size_t align) noexcept {
+  if (g_stranded.count.load(std::memory_order_relaxed) == 0) return nullptr;
+  lock_guard guard(g_stranded.lock);
+  const unsigned n = g_stranded.count.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < n; ++i) {
+    const mapped_range m = g_stranded.r[i];
+    const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(m.base);
+    const std::uintptr_t a = (b + align - 1) & ~(align - 1);
+    if (a - b > m.size || m.size - (a - b) < size) continue;
+    const std::size_t back = m.size - (a - b) - size;
+    g_stranded.r[i] = g_stranded.r[n - 1];  // (its place, then the two sides: room for both)
+    unsigned k = n - 1;
+    if (a != b) g_stranded.r[k++] = {m.base, a - b};
+    if (back && k < kStrandedSlots) g_stranded.r[k++] = {m.base + (a - b) + size, back};
+    g_stranded.count.store(k, std::memory_order_relaxed);
+    return reinterpret_cast<void*>(a);
+  }
+  return nullptr;
+}
+
+// Unmaps what the OS lets go now (a trim, or before mapping again). True if any did.
+inline bool stranded_release() noexcept {
+  if (g_stranded.count.load(std::memory_order_relaxed) == 0) return false;
+  lock_guard guard(g_stranded.lock);
+  unsigned n = g_stranded.count.load(std::memory_order_relaxed);
+  bool any = false;
+  for (unsigned i = 0; i < n;) {
+    if (munmap(g_stranded.r[i].base, g_stranded.r[i].size) == 0) {
+      any = true;
+      g_stranded.r[i] = g_stranded.r[--n];
+    } else {
+      ++i;
+    }
+  }
+  g_stranded.count.store(n, std::memory_order_relaxed);
+  return any;
 }
 inline void os_hugepages(void* p, std::size_t size) noexcept {
   add(g_proc->madvise_calls, 1);
@@ -1381,9 +1467,11 @@ struct errno_keeper {
 // unmapping what the caches hold: a request fails only when there is nothing left to give back.
 inline void* map_reclaiming(std::size_t size, std::size_t align) noexcept {
   errno_keeper errno_kept;  // (a caller whose request fails sets ENOMEM)
+  if (void* p = stranded_take(size, align)) return p;  // (none but near vm.max_map_count)
   if (void* p = os_map_aligned(size, align)) return p;
   if (!release_caches()) return nullptr;
-  return os_map_aligned(size, align);
+  if (void* p = os_map_aligned(size, align)) return p;
+  return stranded_take(size, align);
 }
 
 // An empty segment from the cache or the OS; nullptr when the OS gives no memory. Not under the
@@ -3085,9 +3173,11 @@ inline void fork_prepare() noexcept {
   g.pages.lock.lock();
   g.segment_lock.lock();
   g.large_lock.lock();
+  g_stranded.lock.lock();
   table_fork_prepare();
 }
 inline void fork_unlock() noexcept {
+  g_stranded.lock.unlock();
   g.large_lock.unlock();
   g.segment_lock.unlock();
   g.pages.lock.unlock();
@@ -4259,7 +4349,7 @@ inline bool release_caches() noexcept {
   }
   released |= list != nullptr;
   segments_unmap(list);
-  return released;
+  return stranded_release() || released;
 }
 
 // The totals ever (requested_bytes, allocated_bytes) are the heaps' counts plus the exited totals,
