@@ -17,23 +17,12 @@
 #include <cstring>
 #include <vector>
 
+#include "proc_status.h"
+
 // Static TLS (external, so that it stays in the program): every thread's stack must hold it.
 thread_local char tls_block[1 << 20];
 
 namespace {
-
-// RssAnon of this process in KiB, read without allocating (-1 on failure).
-long rss_anon_kib() {
-  char buf[4096];
-  int fd = open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  const char* p = strstr(buf, "RssAnon:");
-  return p ? strtol(p + 8, nullptr, 10) : -1;
-}
 
 constexpr int kWorkers = 2;
 constexpr std::size_t kBurst = std::size_t(64) << 20;
@@ -72,13 +61,13 @@ int main() {
       return 2;
   while (freed.load() < kWorkers) usleep(1000);
   const long peak = static_cast<long>(kWorkers * kBurst >> 10);
-  long rss = rss_anon_kib();
+  long rss = status_kib("RssAnon:");
   std::printf("idle_return: the workers freed %ld KiB; resident anonymous memory %ld KiB\n", peak,
               rss);
   int waited = 0;
   for (; waited < 3000 && rss >= peak / 4; ++waited) {
     usleep(10 * 1000);
-    rss = rss_anon_kib();
+    rss = status_kib("RssAnon:");
   }
   std::printf("idle_return: %ld KiB after %d ms\n", rss, waited * 10);
   stop.store(true);

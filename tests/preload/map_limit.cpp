@@ -15,20 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace {
+#include "proc_status.h"
 
-// A field of /proc/self/status in KiB, read without allocating (-1 on failure).
-long status_kib(const char* field) {
-  char buf[8192];
-  int fd = open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  const char* p = strstr(buf, field);
-  return p ? atol(p + strlen(field)) : -1;
-}
+namespace {
 
 long mappings() {
   char buf[65536];

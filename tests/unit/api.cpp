@@ -895,14 +895,21 @@ bool eventually(F done) {
 }
 int background_state() { return la::detail::g.bg_state.load(); }
 
-TEST_CASE("background_purge: the allocator's thread gives back what idle threads released") {
-  namespace d = la::detail;
+// The start of the background_purge cases: the page heap emptied by a trim, no timed purge for a
+// minute, no empty span kept by its heap, this thread's heap made after the trim, and no purge
+// thread running.
+void background_prologue(scoped_options& opts) {
   la::trim();
-  scoped_options opts;
   opts.set("purge_delay", 60000);
   opts.set("page_recycle", 0);
   la::deallocate(la::allocate(64));  // this thread's heap, which has seen the trim
-  REQUIRE(background_state() == d::kBgNone);
+  REQUIRE(background_state() == la::detail::kBgNone);
+}
+
+TEST_CASE("background_purge: the allocator's thread gives back what idle threads released") {
+  namespace d = la::detail;
+  scoped_options opts;
+  background_prologue(opts);
   if (LIVEALLOC_SINGLE_THREADED()) {  // (ctest runs each case in a process of its own)
     opts.set("background_purge", 1);
     d::heap_maintain(d::tls_heap);
@@ -980,12 +987,8 @@ TEST_CASE("background_purge: a large allocation starts the thread too") {
 
 TEST_CASE("background_purge: while the thread runs, a slow path leaves a due purge to it") {
   namespace d = la::detail;
-  la::trim();
   scoped_options opts;
-  opts.set("purge_delay", 60000);
-  opts.set("page_recycle", 0);
-  la::deallocate(la::allocate(64));  // this thread's heap, which has seen the trim
-  REQUIRE(background_state() == d::kBgNone);
+  background_prologue(opts);
   idle_worker w;  // ~10 MiB of spans released
   d::pages_purge_soon();  // every dirty unit due now, as a trim makes it
   // The thread's published state, with no thread: nothing purges here but this slow path.
