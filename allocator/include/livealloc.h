@@ -521,6 +521,9 @@ inline telemetry::segment_header* g_proc = &g_fallback_header;
 struct heap;
 inline void count_os_call(int which) noexcept;  // per-thread counts, defined with the heaps
 
+constexpr bool is_pow2(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) & ~(a - 1); }
+
 // Without MAP_NORESERVE: under the kernel's default overcommit heuristic a request for more than
 // the machine could ever give (malloc of 64 TiB) then fails at once with ENOMEM, as with glibc,
 // instead of succeeding and taking the process down when it is touched.
@@ -597,7 +600,7 @@ inline void* stranded_take(std::size_t size, std::size_t align) noexcept {
   for (unsigned i = 0; i < n; ++i) {
     const mapped_range m = g_stranded.r[i];
     const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(m.base);
-    const std::uintptr_t a = (b + align - 1) & ~(align - 1);
+    const std::uintptr_t a = round_up(b, align);
     if (a - b > m.size || m.size - (a - b) < size) continue;
     const std::size_t back = m.size - (a - b) - size;
     g_stranded.r[i] = g_stranded.r[n - 1];  // (its place, then the two sides: room for both)
@@ -639,7 +642,7 @@ inline void* os_map_aligned(std::size_t size, std::size_t align) noexcept {
   if (__builtin_add_overflow(size, align, &total)) return nullptr;
   auto* p = static_cast<std::uint8_t*>(os_map(total));
   if (!p) return nullptr;
-  std::uintptr_t a = (reinterpret_cast<std::uintptr_t>(p) + align - 1) & ~(align - 1);
+  std::uintptr_t a = round_up(reinterpret_cast<std::uintptr_t>(p), align);
   std::size_t front = a - reinterpret_cast<std::uintptr_t>(p);
   if (front) os_unmap(p, front);
   std::size_t back = total - front - size;
@@ -647,8 +650,6 @@ inline void* os_map_aligned(std::size_t size, std::size_t align) noexcept {
   return reinterpret_cast<void*>(a);
 }
 
-constexpr bool is_pow2(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) & ~(a - 1); }
 
 // ------------------------------------------------------------------------------------------------
 // Options: the table above, its values, and the environment.
@@ -2215,8 +2216,11 @@ constexpr std::uint64_t kBgSleepMaxMs = 1000;
 // runs, purging is its work and theirs makes no madvise for it (as jemalloc's background thread
 // takes decay off the application's threads), so their latency carries none of it; unless it has
 // fallen a second behind (no CPU for it on a busy machine), when they help as without it.
+LIVEALLOC_ALWAYS_INLINE bool is_due(std::uint64_t now, std::uint64_t due) noexcept {
+  return due != 0 && now >= due;
+}
 LIVEALLOC_ALWAYS_INLINE bool purge_here(std::uint64_t now, std::uint64_t due) noexcept {
-  return due != 0 && now >= due &&
+  return is_due(now, due) &&
          (g.bg_state.load(std::memory_order_relaxed) != kBgRunning || now - due >= kBgSleepMaxMs);
 }
 
@@ -2237,18 +2241,17 @@ inline void* background_main(void*) noexcept {
       pages_purge_soon();
     }
     std::uint64_t now = now_ms();
-    std::uint64_t pages_due = g.pages.purge_deadline.load(std::memory_order_relaxed);
-    if (pages_due != 0 && now >= pages_due) pages_purge_due(now, kPurgeStepMax);
-    std::uint64_t large_due = g.large_cache_deadline.load(std::memory_order_relaxed);
-    if (large_due != 0 && now >= large_due) large_cache_sweep_step(now, kPurgeStepMax);
+    if (is_due(now, g.pages.purge_deadline.load(std::memory_order_relaxed)))
+      pages_purge_due(now, kPurgeStepMax);
+    if (is_due(now, g.large_cache_deadline.load(std::memory_order_relaxed)))
+      large_cache_sweep_step(now, kPurgeStepMax);
     // A step leaves the rest due at once: the next one after a millisecond, in which the slow
     // paths of other threads find the locks free.
     now = now_ms();
     std::uint64_t wait = kBgSleepMaxMs;
-    pages_due = g.pages.purge_deadline.load(std::memory_order_relaxed);
-    large_due = g.large_cache_deadline.load(std::memory_order_relaxed);
-    for (std::uint64_t due : {pages_due, large_due})
-      if (due != 0) wait = due <= now ? 1 : due - now < wait ? due - now : wait;
+    for (std::uint64_t due : {g.pages.purge_deadline.load(std::memory_order_relaxed),
+                              g.large_cache_deadline.load(std::memory_order_relaxed)})
+      if (due != 0) wait = is_due(now, due) ? 1 : due - now < wait ? due - now : wait;
     timespec ts{static_cast<time_t>(wait / 1000), static_cast<long>(wait % 1000) * 1000000L};
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g.bg_wake), FUTEX_WAIT_PRIVATE, wake_seen,
             &ts, nullptr, 0);  // (EINTR, EAGAIN: the loop looks again)
