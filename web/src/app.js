@@ -325,6 +325,18 @@
     n.textContent = text || "";
     n.hidden = !text;
     n.dataset.source = text ? source || "" : "";
+    noticeShownAt = performance.now();
+  }
+  let noticeShownAt = 0;
+  // The connection's notices (a reconnect and its countdown) come every second while memlive is
+  // down; the answer to something the user did (a key, a file) stays readable 5 s before they
+  // replace it. The header's connection state says "reconnecting" meanwhile.
+  function streamMayNotify() {
+    const n = $("notice");
+    return n.hidden || n.dataset.source === "stream" || performance.now() - noticeShownAt >= 5000;
+  }
+  function showStreamNotice(text) {
+    if (streamMayNotify()) showNotice(text, "stream");
   }
 
   function acceptLive(s, raw) {
@@ -453,7 +465,7 @@
         if (ev.type === "error") {
           let why = ev.data;
           try { why = JSON.parse(ev.data).error || why; } catch (e) { /* keep the text */ }
-          showNotice("The server: " + why, "stream");
+          showStreamNotice("The server: " + why);
         } else {
           stream.raw = ev.data;
           if (stream.failures) { stream.failures = 0; if ($("notice").dataset.source === "stream") showNotice(""); }
@@ -484,7 +496,7 @@
     setMode("reconnecting", why);
     stream.why = why;
     stream.retryAt = performance.now() + wait;
-    showNotice("No new samples: " + why + ". Trying again in " + fmtInt(wait / 1000) + " s.", "stream");
+    showStreamNotice("No new samples: " + why + ". Trying again in " + fmtInt(wait / 1000) + " s.");
     clearInterval(stream.tick);
     stream.tick = setInterval(countDown, 1000); // the notice counts the seconds down
     stream.retry = setTimeout(() => {
@@ -495,10 +507,9 @@
     }, wait);
   }
   function countDown() {
-    if (state.mode !== "reconnecting" || $("notice").dataset.source !== "stream") return;
+    if (state.mode !== "reconnecting") return;
     const left = Math.max(1, Math.ceil((stream.retryAt - performance.now()) / 1000));
-    showNotice("No new samples: " + stream.why + ". Trying again in " + fmtInt(left) + " s.",
-      "stream");
+    showStreamNotice("No new samples: " + stream.why + ". Trying again in " + fmtInt(left) + " s.");
   }
   function takeSample() {
     const raw = stream.raw;

@@ -1274,6 +1274,12 @@ try {
     return /^Baseline: memlive does not answer/.test(t) ? t : null;
   }).catch(() => null);
   check(down && pageErrors.length === 0, "key b while memlive is down shows an error (no unhandled rejection)", down || pageErrors.join("; "));
+  // The reconnect countdown leaves the answer to the key readable (5 s), then takes the line back.
+  const back = await until("the reconnect notice again", async () => {
+    const t = (await page.isVisible("#notice")) ? await page.textContent("#notice") : "";
+    return /^No new samples: .*Trying again in \d+ s\.$/.test(t) ? t : null;
+  }, 20000).catch(() => null);
+  check(back !== null, "then the reconnect countdown shows again", back);
 
   // 6. More threads than telemetry slots, then a program killed: the same workload with 4 slots
   // (3 threads and the overflow slot) for its 7 threads.
