@@ -635,9 +635,65 @@ inline void os_hugepages(void* p, std::size_t size) noexcept {
   count_os_call(2);
   madvise(p, size, MADV_HUGEPAGE);
 }
-// `size` and `align` are multiples of the OS page; align is a power of two. Maps size + align and
-// trims both ends: only virtual space is spent, nothing becomes resident.
+// Segments (and other mappings of whole 4 MiB at 4 MiB) are asked for at the next address of a
+// region the kernel does not place mappings in by itself (it maps top-down from below the stack,
+// near 128 TiB; a program's binary and brk heap sit near 85 TiB), going up: one mmap, where
+// mapping size + align and trimming both ends takes three system calls, and consecutive segments
+// join into one mapping where each was one of its own (fewer mappings towards vm.max_map_count).
+// Not other sizes: each would be a mapping of its own there, where near the limit the old way
+// joins it to the last (whose ends then stay: the stranded list). The region's start is random
+// (18 bits of 4 MiB steps over its first TiB), as the kernel's own placement is.
+// MAP_FIXED_NOREPLACE fails rather than map over anything there (a sanitizer's shadow, the
+// program's own fixed mappings): then that call maps the old way, and after 16 such failures in
+// a row every call does.
+constexpr std::uintptr_t kHintLow = std::uintptr_t(2) << 40;   // 2 TiB
+constexpr std::uintptr_t kHintHigh = std::uintptr_t(40) << 40;  // (then around again; below the
+// 42.7 TiB where a process with an unlimited stack has the kernel map bottom-up)
+constexpr std::size_t kHintMaxSize = std::size_t(1) << 30;  // (larger: the old way)
+struct map_hint {
+  std::atomic<std::uintptr_t> next{0};  // 0: not chosen yet; not a multiple of 4 MiB: given up
+  std::atomic<unsigned> misses{0};
+};
+inline map_hint g_hint;
+
+inline std::uintptr_t hint_start() noexcept {
+  std::uint64_t x = __builtin_ia32_rdtsc() ^ reinterpret_cast<std::uintptr_t>(&x);
+  x *= 0x9e3779b97f4a7c15ull;  // (mixes the low bits up to the high ones, taken below)
+  return kHintLow + ((x >> 46) << kSegmentShift);
+}
+
+inline void* os_map_hinted(std::size_t size, std::size_t align) noexcept {
+  std::uintptr_t at = g_hint.next.load(std::memory_order_relaxed);
+  if (at % kSegmentSize != 0 || size % kSegmentSize != 0 || size > kHintMaxSize ||
+      align != kSegmentSize)
+    return nullptr;
+  if (at == 0) g_hint.next.compare_exchange_strong(at, hint_start(), std::memory_order_relaxed);
+  at = g_hint.next.fetch_add(size, std::memory_order_relaxed);  // each thread its own range
+  if (at % kSegmentSize != 0) return nullptr;  // given up meanwhile
+  if (at + size > kHintHigh) {
+    std::uintptr_t seen = at + size;
+    g_hint.next.compare_exchange_strong(seen, hint_start(), std::memory_order_relaxed);
+    return nullptr;
+  }
+  add(g_proc->mmap_calls, 1);
+  count_os_call(0);
+  void* p = mmap(reinterpret_cast<void*>(at), size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == reinterpret_cast<void*>(at)) {
+    g_hint.misses.store(0, std::memory_order_relaxed);
+    return p;
+  }
+  if (p != MAP_FAILED) munmap(p, size);  // an old kernel's other place
+  if ((p != MAP_FAILED || errno == EEXIST) &&
+      g_hint.misses.fetch_add(1, std::memory_order_relaxed) + 1 >= 16)
+    g_hint.next.store(1, std::memory_order_relaxed);  // given up
+  return nullptr;
+}
+
+// `size` and `align` are multiples of the OS page; align is a power of two. At the hint, or maps
+// size + align and trims both ends: only virtual space is spent, nothing becomes resident.
 inline void* os_map_aligned(std::size_t size, std::size_t align) noexcept {
+  if (void* p = os_map_hinted(size, align)) return p;
   std::size_t total;
   if (__builtin_add_overflow(size, align, &total)) return nullptr;
   auto* p = static_cast<std::uint8_t*>(os_map(total));

@@ -7,31 +7,13 @@
 // every round must be allocated (glibc's malloc allocates them all here), and after each round's
 // frees the resident memory must fall below a quarter of what the blocks held. Exit 0 when
 // both hold, 1 otherwise, 77 (skipped) when the limit cannot be read or is too high to reach.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "proc_status.h"
-
-namespace {
-
-long mappings() {
-  char buf[65536];
-  int fd = open("/proc/self/maps", O_RDONLY);
-  if (fd < 0) return -1;
-  long lines = 0;
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0)
-    for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
-  close(fd);
-  return lines;
-}
-
-}  // namespace
 
 int main() {
   long limit = 0;
