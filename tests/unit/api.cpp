@@ -23,6 +23,7 @@
 
 #include <dirent.h>
 #include <fstream>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -502,6 +503,36 @@ TEST_CASE("a lowered purge_delay or large_cache holds for what is cached already
   for (unsigned i = 0; i < d::g.large_cache_count; ++i) CHECK(d::g.large_cache[i].expires <= now);
   CHECK(d::g.large_cache_deadline.load() <= now);
   la::trim();
+}
+
+TEST_CASE("stranded ranges: a pass stops after kStrandedTries failed unmaps, the next goes on") {
+  namespace d = la::detail;
+  REQUIRE(d::g_stranded.count.load() == 0);  // (none but near vm.max_map_count)
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  auto* base = static_cast<std::uint8_t*>(page);
+  // Ranges whose unmap fails (EINVAL: not page-aligned; none is ever used: each is 4 KiB, and
+  // every mapping taken from the list is 4 MiB-aligned), with one that unmaps past two passes.
+  constexpr unsigned kRanges = 200, kGood = 2 * d::kStrandedTries + 22;
+  static_assert(kGood < kRanges);
+  {
+    d::lock_guard guard(d::g_stranded.lock);
+    for (unsigned i = 0; i < kRanges; ++i) d::g_stranded.r[i] = {base + 1 + i, 4096};
+    d::g_stranded.r[kGood] = {base, 4096};
+    d::g_stranded.cursor = 0;
+    d::g_stranded.count.store(kRanges);
+  }
+  unsigned char resident = 0;
+  CHECK_FALSE(d::stranded_release());
+  CHECK_FALSE(d::stranded_release());
+  CHECK(mincore(page, 4096, &resident) == 0);  // still mapped
+  CHECK(d::g_stranded.count.load() == kRanges);
+  CHECK(d::stranded_release());
+  CHECK(d::g_stranded.count.load() == kRanges - 1);
+  CHECK(mincore(page, 4096, &resident) == -1);  // unmapped (ENOMEM)
+  d::lock_guard guard(d::g_stranded.lock);
+  d::g_stranded.count.store(0);
+  d::g_stranded.cursor = 0;
 }
 
 TEST_CASE("a lowered segment_cache unmaps the cached segments over it") {
