@@ -1981,9 +1981,12 @@ class server {
   std::string bind_host_;
   std::uint64_t started_ms_ = 0;
 
-  std::mutex seg_mutex_;   // take() and set_option() one at a time; guards seg_, last_good_
-  std::string last_good_;  // JSON of the last snapshot that could be taken
-  rd::snapshot sample_snapshot_;  // each sample is taken into this one's memory (seg_mutex_)
+  std::mutex seg_mutex_;  // take() and set_option() one at a time; guards seg_
+  // Taken before seg_mutex_, and held while the JSON is written, which seg_mutex_ is not: the
+  // options, /healthz and the head of a snapshot need not wait for thousands of threads' JSON.
+  std::mutex snapshot_mutex_;
+  std::string last_good_;  // JSON of the last snapshot that could be taken (snapshot_mutex_)
+  rd::snapshot sample_snapshot_;  // each sample is taken into this one's memory (snapshot_mutex_)
 
   std::mutex sample_mutex_;  // the shared stream sample
   std::uint64_t sample_tick_ = 0;
@@ -2174,16 +2177,22 @@ inline std::string server::program() {
 
 inline server::response server::snapshot_response() {
   response r;
-  std::lock_guard<std::mutex> lock(seg_mutex_);
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
   rd::snapshot& s = sample_snapshot_;
   std::string err;
-  if (take(&s, &err)) {
+  bool taken, alive = true;
+  {
+    std::lock_guard<std::mutex> seg_lock(seg_mutex_);
+    taken = take(&s, &err);
+    if (!taken) alive = seg_->process_alive();
+  }
+  if (taken) {
     // Room for a sample as large as the last one and a little more, so that the JSON of 4,000
     // threads (a megabyte) is not grown by doubling, copied and faulted in four times over.
     r.body.reserve(last_good_.size() + last_good_.size() / 16);
     append_json(r.body, s);
     last_good_ = r.body;
-  } else if (!last_good_.empty() && !seg_->process_alive()) {
+  } else if (!last_good_.empty() && !alive) {
     r.body = last_good_;  // the process is gone and its segment went with it: the last state
   } else {
     r.code = 503;
