@@ -15,7 +15,7 @@
                                                every case against its fastest peer)
     bench.py profile --build-dir DIR CASE [--allocators a,b] [--reps N] [--cpus LIST] [--smoke]
                                               (CPU time per operation by function, perf sampling)
-    bench.py list                             (workloads and allocators)
+    bench.py list                             (workloads, what each stresses, allocators)
 
 Standard library only: it must run on a bare /usr/bin/python3. run.sh is the front door.
 """
@@ -1455,8 +1455,30 @@ def cmd_profile(args):
     return 0
 
 
+def workload_descriptions():
+    """What each workload stresses, from its row of the table in README.md (the one place it is
+    written): {workload: text}."""
+    try:
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        m = re.match(r"\| `([a-z_0-9]+)` \| [^|]* \| (.+) \|$", line)
+        if m:
+            out.setdefault(m.group(1), m.group(2).replace("`", ""))
+    return out
+
+
 def cmd_list(_args):
+    about = workload_descriptions()
+    shown = set()
     for c in CASES:
+        w = c["workload"]
+        if w not in shown and w in about:  # once, above the workload's first case
+            print("# %s: %s" % (w, about[w]))
+        shown.add(w)
         print(case_label(c))
     print("allocators: " + ", ".join(a["name"] for a in ALLOCATORS))
     return 0

@@ -4,11 +4,13 @@ the binaries, 2 and one line starting with the program's name for the runner, ru
 bench.py run; an unusable --out too), and a refused run leaves the results it would have replaced
 untouched. Bad results or summary files given to bench.py's plotdata, table, summarize and
 verdict end in a one-line error naming the file, and write nothing; a metric that `table
---metrics` cannot show is a usage error (exit 2) naming those it can.
+--metrics` cannot show is a usage error (exit 2) naming those it can. `bench.py list` describes
+every workload (from README.md).
 
 Exit 0 when every check passes, 1 otherwise.
     test_args.py BUILD_DIR"""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -230,6 +232,20 @@ def main():
         if out.returncode != 0 or "| w | c | 1 | peak_rss (lower) |" not in out.stdout:
             failures.append("bench.py table --metrics peak_rss: exit %d, %r" % (
                 out.returncode, (out.stdout + out.stderr)[-300:]))
+
+    # bench.py list: every workload with what it stresses (its row of README.md's table) above
+    # its first case, so a workload added without its row fails here.
+    out = subprocess.run([sys.executable, os.path.join(HERE, "bench.py"), "list"],
+                         capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    cases = [l for l in lines if l and not l.startswith(("#", "allocators: "))]
+    for w in dict.fromkeys(c.split()[0] for c in cases):
+        first = next(i for i, l in enumerate(lines) if l.split()[0] == w)
+        if first == 0 or not re.match(r"# %s: \w" % re.escape(w), lines[first - 1]):
+            failures.append("bench.py list: no description above %s (its row in README.md's "
+                            "workload table)" % w)
+    if out.returncode != 0 or len(cases) < 30:
+        failures.append("bench.py list: exit %d, %d cases" % (out.returncode, len(cases)))
 
     for f in failures:
         print("FAIL: " + f)
