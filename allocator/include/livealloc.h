@@ -91,6 +91,11 @@
 #if defined(LIVEALLOC_OVERRIDE) && defined(LIVEALLOC_SANITIZER_MALLOC)
 #error "LIVEALLOC_OVERRIDE cannot be combined with -fsanitize=address or -fsanitize=thread (their runtime replaces malloc): drop LIVEALLOC_OVERRIDE from sanitizer builds, or use LD_PRELOAD=liblivealloc.so without the sanitizer"
 #endif
+#if defined(LIVEALLOC_SANITIZER_MALLOC)
+// Their shadow memory covers the region segments are mapped in (os_map_hinted), and TSan's mmap
+// turns an address outside its application ranges into 0, which root may map.
+#define LIVEALLOC_NO_MAP_HINT 1
+#endif
 #undef LIVEALLOC_SANITIZER_MALLOC
 // ThreadSanitizer builds keep the counters' writes C++ atomics it can see (see bump).
 #if defined(__SANITIZE_THREAD__)
@@ -672,6 +677,9 @@ inline std::uintptr_t hint_start() noexcept {
   return kHintLow + ((x >> 46) << kSegmentShift);
 }
 
+#if defined(LIVEALLOC_NO_MAP_HINT)
+inline void* os_map_hinted(std::size_t, std::size_t) noexcept { return nullptr; }
+#else
 inline void* os_map_hinted(std::size_t size, std::size_t align) noexcept {
   std::uintptr_t at = g_hint.next.load(std::memory_order_relaxed);
   if (at % kSegmentSize != 0 || size % kSegmentSize != 0 || size > kHintMaxSize ||
@@ -699,6 +707,7 @@ inline void* os_map_hinted(std::size_t size, std::size_t align) noexcept {
     g_hint.next.store(1, std::memory_order_relaxed);  // given up
   return nullptr;
 }
+#endif
 
 // `size` and `align` are multiples of the OS page; align is a power of two. At the hint, or maps
 // size + align and trims both ends: only virtual space is spent, nothing becomes resident.
