@@ -532,10 +532,11 @@ constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1
 // Without MAP_NORESERVE: under the kernel's default overcommit heuristic a request for more than
 // the machine could ever give (malloc of 64 TiB) then fails at once with ENOMEM, as with glibc,
 // instead of succeeding and taking the process down when it is touched.
-inline void* os_map(std::size_t size) noexcept {
+// `at` and `flags` (added to MAP_PRIVATE | MAP_ANONYMOUS): for os_map_hinted.
+inline void* os_map(std::size_t size, void* at = nullptr, int flags = 0) noexcept {
   add(g_proc->mmap_calls, 1);
   count_os_call(0);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 // Returns physical pages to the OS; the range stays mapped and reads back as zeros.
@@ -693,16 +694,13 @@ inline void* os_map_hinted(std::size_t size, std::size_t align) noexcept {
     g_hint.next.compare_exchange_strong(seen, hint_start(), std::memory_order_relaxed);
     return nullptr;
   }
-  add(g_proc->mmap_calls, 1);
-  count_os_call(0);
-  void* p = mmap(reinterpret_cast<void*>(at), size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  void* p = os_map(size, reinterpret_cast<void*>(at), MAP_FIXED_NOREPLACE);
   if (p == reinterpret_cast<void*>(at)) {
     g_hint.misses.store(0, std::memory_order_relaxed);
     return p;
   }
-  if (p != MAP_FAILED) munmap(p, size);  // an old kernel's other place
-  if ((p != MAP_FAILED || errno == EEXIST) &&
+  if (p) munmap(p, size);  // an old kernel's other place
+  if ((p || errno == EEXIST) &&
       g_hint.misses.fetch_add(1, std::memory_order_relaxed) + 1 >= 16)
     g_hint.next.store(1, std::memory_order_relaxed);  // given up
   return nullptr;
@@ -724,7 +722,6 @@ inline void* os_map_aligned(std::size_t size, std::size_t align) noexcept {
   if (back) os_unmap(reinterpret_cast<std::uint8_t*>(a) + size, back);
   return reinterpret_cast<void*>(a);
 }
-
 
 // ------------------------------------------------------------------------------------------------
 // Options: the table above, its values, and the environment.

@@ -318,6 +318,7 @@
     $("interval").disabled = m === "replay"; // the stream's: a replay has its own pace
   }
 
+  let noticeShownAt = 0;
   // `source` names what the notice is about, so that it is cleared only by that ("stream": the
   // connection, cleared by the next sample).
   function showNotice(text, source) {
@@ -327,7 +328,6 @@
     n.dataset.source = text ? source || "" : "";
     noticeShownAt = performance.now();
   }
-  let noticeShownAt = 0;
   // The connection's notices (a reconnect and its countdown) come every second while memlive is
   // down; the answer to something the user did (a key, a file) stays readable 5 s before they
   // replace it. The header's connection state says "reconnecting" meanwhile.
