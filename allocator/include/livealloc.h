@@ -565,7 +565,7 @@ struct stranded_ranges {
   spinlock lock;  // a leaf: nothing is taken under it
   std::atomic<unsigned> count{0};
   unsigned cursor = 0;  // where the next stranded_release starts
-  mapped_range r[kStrandedSlots];
+  mapped_range r[kStrandedSlots] = {};  // (without `= {}` C++17 gives it a startup constructor)
 };
 inline stranded_ranges g_stranded;
 
@@ -5187,6 +5187,14 @@ LIVEALLOC_CXX_EXPORT void* operator new[](std::size_t n, std::align_val_t a,
   LIVEALLOC_VIA(new_aligned_via(n, a, true, true));
   return livealloc_abi::new_aligned_nothrow_impl(n, static_cast<std::size_t>(a));
 }
+// <new> declares the sized forms only with sized deallocation on (clang before 19 has it off by
+// default); declared here, a definition below does not lack a prototype (-Wmissing-prototypes).
+#ifndef __cpp_sized_deallocation
+void operator delete(void* p, std::size_t n) noexcept;
+void operator delete[](void* p, std::size_t n) noexcept;
+void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept;
+void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept;
+#endif
 LIVEALLOC_CXX_EXPORT void operator delete(void* p) noexcept { livealloc_abi::free_impl(p); }
 LIVEALLOC_CXX_EXPORT void operator delete[](void* p) noexcept {
   LIVEALLOC_VIA(delete_via(p, 0));

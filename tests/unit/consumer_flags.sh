@@ -23,11 +23,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
 
 strict=(-Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow -Werror)
+strict+=(-Wold-style-cast -Wcast-qual -Wundef -Wzero-as-null-pointer-constant -Wextra-semi)
+strict+=(-Wnull-dereference -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
+strict+=(-Wnon-virtual-dtor -Woverloaded-virtual)
 if "$cxx" --version 2>/dev/null | grep -qi clang; then
-  strict+=(-Wcomma)
+  strict+=(-Wcomma -Wshadow-all -Wextra-semi-stmt -Wunreachable-code)
+  # The override's sized deletes need a prior declaration (clang 14: no sized deallocation).
+  strict+=(-Wmissing-prototypes)
+  # Every global of the headers is constant-initialized: malloc runs before constructors do.
+  strict+=(-Wglobal-constructors)
 else
   strict+=(-Wmissing-declarations)  # gcc: the override's C23 functions need a prior declaration
-  strict+=(-Wuseless-cast)
+  strict+=(-Wuseless-cast -Wduplicated-cond -Wduplicated-branches -Wlogical-op -Wredundant-decls)
+  strict+=(-Wsuggest-override)
 fi
 memlive=()
 for i in "${includes[@]}"; do
