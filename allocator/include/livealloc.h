@@ -201,6 +201,15 @@ struct stats {
 };
 stats get_stats() noexcept;
 
+namespace detail {
+// The T that the layout places at byte address `p`, aligned for T by construction. Cast through
+// void*: gcc's -Wcast-align=strict would otherwise see only a byte pointer.
+template <class T>
+inline T* object_at(void* p) noexcept { return static_cast<T*>(p); }
+template <class T>
+inline const T* object_at(const void* p) noexcept { return static_cast<const T*>(p); }
+}  // namespace detail
+
 // ------------------------------------------------------------------------------------------------
 // Telemetry: the layout of the shared-memory segment, the contract between the allocator and any
 // reader (memlive, livealloc_reader.h, third parties). allocator/TELEMETRY.md describes it in
@@ -297,7 +306,7 @@ struct control_block {
 static_assert(sizeof(control_block) == 128, "control_block is part of the segment layout");
 // Entry i of the control block's options (the array runs past its declared length).
 inline option_entry* option_at(control_block* c, unsigned i) noexcept {
-  return reinterpret_cast<option_entry*>(reinterpret_cast<unsigned char*>(c) +
+  return detail::object_at<option_entry>(reinterpret_cast<unsigned char*>(c) +
                                          offsetof(control_block, options)) + i;
 }
 
@@ -1325,7 +1334,7 @@ inline class_counters g_exited_fallback[kClasses] = {};
 inline class_counters* g_exited = g_exited_fallback;
 
 inline heap* slot_heap(std::uint32_t i) noexcept {
-  return reinterpret_cast<heap*>(g_table.base + kSlotsOffset + std::size_t(i) * kSlotBytes);
+  return object_at<heap>(g_table.base + kSlotsOffset + std::size_t(i) * kSlotBytes);
 }
 LIVEALLOC_NOINLINE inline void matrix_count_shared(heap* from, heap* to) noexcept {
   if (!g_table.matrix || !to || !from->published) return;
@@ -1883,10 +1892,10 @@ inline void page_extend(page* pg) noexcept {
   if (n == 0) return;
   const std::size_t bs = pg->block_size;
   std::uint8_t* p = page_start(pg) + std::size_t(pg->reserved) * bs;
-  block* first = reinterpret_cast<block*>(p);
+  block* first = object_at<block>(p);
   for (std::uint32_t i = 1; i < n; ++i, p += bs)
-    reinterpret_cast<block*>(p)->next = reinterpret_cast<block*>(p + bs);
-  reinterpret_cast<block*>(p)->next = pg->free;
+    object_at<block>(p)->next = object_at<block>(p + bs);
+  object_at<block>(p)->next = pg->free;
   pg->free = first;
   pg->reserved = static_cast<std::uint16_t>(pg->reserved + n);
   bump(pg->owner->stats[pg->cls].v[c_reserved_blocks], n);
@@ -1953,7 +1962,7 @@ LIVEALLOC_ALWAYS_INLINE const unit_info& unit_of_block(const void* p) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t off = (a >> (kUnitShift - 4)) & (std::uintptr_t(kUnits - 1) << 4);
   const auto* base = reinterpret_cast<const std::uint8_t*>(a & ~kSegmentMask);
-  return *reinterpret_cast<const unit_info*>(base + offsetof(segment, units) + off);
+  return *object_at<const unit_info>(base + offsetof(segment, units) + off);
 }
 // The class of a small block, without touching its page descriptor.
 inline unsigned class_of_block(const void* p) noexcept { return unit_of_block(p).cls; }
@@ -2533,7 +2542,7 @@ inline void table_program_name(char* out) noexcept {
 
 // Lays out a fresh segment at `base` (zero-filled) and makes it the process's.
 inline void table_format(std::uint8_t* base) noexcept {
-  auto* hdr = reinterpret_cast<telemetry::segment_header*>(base);
+  auto* hdr = object_at<telemetry::segment_header>(base);
   memcpy(hdr->magic, telemetry::kMagic, sizeof(hdr->magic));
   hdr->version = telemetry::kVersion;
   hdr->header_size = sizeof(telemetry::segment_header);
@@ -2549,16 +2558,16 @@ inline void table_format(std::uint8_t* base) noexcept {
   hdr->exited_offset = kExitedOffset;
   hdr->slots_offset = kSlotsOffset;
   hdr->matrix_offset = kSlotsOffset + std::size_t(g_table.slots) * kSlotBytes;
-  g_table.matrix = reinterpret_cast<std::atomic<std::uint64_t>*>(base + hdr->matrix_offset);
+  g_table.matrix = object_at<std::atomic<std::uint64_t>>(base + hdr->matrix_offset);
   hdr->start_ns = realtime_ns();
   table_program_name(hdr->program);
-  auto* sizes = reinterpret_cast<std::uint64_t*>(base + kClassSizesOffset);
-  auto* units = reinterpret_cast<std::uint64_t*>(base + kClassUnitsOffset);
+  auto* sizes = object_at<std::uint64_t>(base + kClassSizesOffset);
+  auto* units = object_at<std::uint64_t>(base + kClassUnitsOffset);
   for (unsigned c = 1; c < kClasses; ++c) {
     sizes[c] = class_size(c);
     units[c] = class_units(c);
   }
-  auto* control = reinterpret_cast<telemetry::control_block*>(base + kControlOffset);
+  auto* control = object_at<telemetry::control_block>(base + kControlOffset);
   control->option_count = kOptionCount;
   control->option_size = sizeof(telemetry::option_entry);
   for (int i = 0; i < kOptionCount; ++i) {
@@ -2588,10 +2597,10 @@ inline void table_format(std::uint8_t* base) noexcept {
   move(hdr->munmap_calls, g_fallback_header.munmap_calls);
   move(hdr->madvise_calls, g_fallback_header.madvise_calls);
   move(hdr->purges, g_fallback_header.purges);
-  reinterpret_cast<heap*>(base + kSlotsOffset + std::size_t(g_table.slots - 1) * kSlotBytes)
+  object_at<heap>(base + kSlotsOffset + std::size_t(g_table.slots - 1) * kSlotBytes)
       ->pub.state.store(telemetry::slot_overflow, std::memory_order_relaxed);
   g_table.control = control;
-  g_exited = reinterpret_cast<class_counters*>(base + kExitedOffset);
+  g_exited = object_at<class_counters>(base + kExitedOffset);
   g_proc = hdr;
 }
 
@@ -3984,9 +3993,9 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
       if (option(opt_hugepages)) os_hugepages(base, map_size);
       area = large_new_area();
     }
-    large_init_header(reinterpret_cast<large_header*>(base), base, map_size, map_size - off, size,
+    large_init_header(object_at<large_header>(base), base, map_size, map_size - off, size,
                       area);
-    large_count_alloc(reinterpret_cast<large_header*>(base), size);
+    large_count_alloc(object_at<large_header>(base), size);
     return base + off;
   }
   // Alignment of 64 KiB or more: the user pointer is aligned to 4 MiB (at least), the header right
@@ -4000,9 +4009,9 @@ LIVEALLOC_NOINLINE inline void* allocate_large(std::size_t size, std::size_t ali
   }
   if (fresh) *fresh = true;
   std::uint8_t* user = base + align;
-  large_init_header(reinterpret_cast<large_header*>(user - kLargeHeader), base, need, need - align,
+  large_init_header(object_at<large_header>(user - kLargeHeader), base, need, need - align,
                     size, 0);  // never cached
-  large_count_alloc(reinterpret_cast<large_header*>(user - kLargeHeader), size);
+  large_count_alloc(object_at<large_header>(user - kLargeHeader), size);
   return user;
 }
 
@@ -4305,7 +4314,7 @@ inline void* realloc_large(void* p, std::size_t size) noexcept {
     }
     if (grown != base) {
       base = grown;
-      hdr = reinterpret_cast<large_header*>(base);
+      hdr = object_at<large_header>(base);
       hdr->base = base;
     }
     hdr->area = area;

@@ -314,6 +314,7 @@ bool segment_owner_alive(int pid, std::uint64_t start_ns, std::uint64_t* start_t
 
 namespace detail {
 
+using livealloc::detail::object_at;
 constexpr std::uint64_t kHeaderSize = sizeof(telemetry::segment_header);
 constexpr std::uint64_t kControlHeaderSize = offsetof(telemetry::control_block, options);
 constexpr std::uint64_t kSlotMinSize =
@@ -325,11 +326,11 @@ constexpr std::uint64_t kCounterBlockSize =
 // load of its own width, every offset comes from a validated `layout`.
 template <class T>
 inline T load(const unsigned char* base, std::uint64_t off) {
-  return __atomic_load_n(reinterpret_cast<const T*>(base + off), __ATOMIC_RELAXED);
+  return __atomic_load_n(object_at<const T>(base + off), __ATOMIC_RELAXED);
 }
 template <class T>
 inline T load_acquire(const unsigned char* base, std::uint64_t off) {
-  return __atomic_load_n(reinterpret_cast<const T*>(base + off), __ATOMIC_ACQUIRE);
+  return __atomic_load_n(object_at<const T>(base + off), __ATOMIC_ACQUIRE);
 }
 // A NUL-terminated string of at most `n` bytes (no NUL: all n bytes).
 inline std::string load_string(const unsigned char* base, std::uint64_t off, std::size_t n) {
@@ -1448,11 +1449,11 @@ inline bool segment::set_option(const std::string& name, std::int64_t value, std
                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
       return false;
     }
-    __atomic_store_n(reinterpret_cast<std::int64_t*>(base_ + o + offsetof(O, requested)), value,
+    __atomic_store_n(detail::object_at<std::int64_t>(base_ + o + offsetof(O, requested)), value,
                      __ATOMIC_RELAXED);
     std::uint64_t g = __atomic_add_fetch(
-        reinterpret_cast<std::uint64_t*>(base_ + l.control_offset +
-                                         offsetof(telemetry::control_block, generation)),
+        detail::object_at<std::uint64_t>(base_ + l.control_offset +
+                                          offsetof(telemetry::control_block, generation)),
         1, __ATOMIC_RELEASE);
     if (new_generation) *new_generation = g;
     if (cut()) {  // the stores may have gone to a page of zeros of our own

@@ -35,7 +35,7 @@ if "$cxx" --version 2>/dev/null | grep -qi clang; then
 else
   strict+=(-Wmissing-declarations)  # gcc: the override's C23 functions need a prior declaration
   strict+=(-Wuseless-cast -Wduplicated-cond -Wduplicated-branches -Wlogical-op -Wredundant-decls)
-  strict+=(-Wsuggest-override)
+  strict+=(-Wsuggest-override -Wcast-align=strict)
 fi
 memlive=()
 for i in "${includes[@]}"; do
