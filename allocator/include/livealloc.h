@@ -4573,14 +4573,17 @@ inline option_status set_option_impl(const char* name, long long value) noexcept
   // allocation of another thread waits for it (else the value could miss the block), and one
   // before any allocation makes the segment, as that allocation would.
   telemetry::control_block* c = process_init() ? g_table.control : nullptr;
-  g_options.v[id].store(value, std::memory_order_relaxed);
   if (c) {
+    // The value too under the lock: control_validate, which holds it, would otherwise see it
+    // differ from the block's `requested` and put that (the value before) back.
     lock_guard guard(g_table.lock);
+    g_options.v[id].store(value, std::memory_order_relaxed);
     telemetry::option_at(c, static_cast<unsigned>(id))->requested.store(value, std::memory_order_relaxed);
     telemetry::option_at(c, static_cast<unsigned>(id))->effective.store(value, std::memory_order_relaxed);
     std::uint64_t gen = c->generation.fetch_add(1, std::memory_order_release) + 1;
     g_options.generation.store(gen, std::memory_order_release);
   } else {
+    g_options.v[id].store(value, std::memory_order_relaxed);
     g_options.generation.fetch_add(1, std::memory_order_release);
   }
   return option_status::ok;

@@ -7,6 +7,7 @@
 
 #include "run_child.h"
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -1472,6 +1473,35 @@ TEST_CASE("options: set, get, range checks, generation") {
   CHECK(v == 8);
   CHECK_FALSE(la::get_option("nope", &v));
   CHECK(la::set_option("remote_batch", 32) == la::option_status::ok);
+}
+
+// Another thread applying the control block (a slow path, the background purge thread, a
+// tuning through the segment) while set_option runs must not put the value before it back: the
+// fuzzer found get_option returning the old value right after set_option said ok.
+TEST_CASE("options: set_option holds while another thread validates the control block") {
+  REQUIRE(la::detail::process_init());
+  REQUIRE(la::detail::g_table.control != nullptr);
+  std::atomic<bool> stop{false};
+  std::thread validator([&] {
+    while (!stop.load(std::memory_order_relaxed))
+      la::detail::control_validate(la::detail::options_gen());
+  });
+  long long lost = 0, first_lost = -1;
+  for (long long i = 0; i < 200000; ++i) {
+    const long long want = 1000 + i % 1000;
+    REQUIRE(la::set_option("purge_delay", want) == la::option_status::ok);
+    long long v = -1;
+    la::get_option("purge_delay", &v);
+    if (v != want && lost++ == 0) first_lost = i;
+  }
+  stop.store(true);
+  validator.join();
+  CHECK_MESSAGE(lost == 0, lost << " of 200000 values lost, the first at set " << first_lost);
+  long long applied = -1;
+  la::get_option("purge_delay", &applied);
+  CHECK(la::telemetry::option_at(la::detail::g_table.control, la::detail::opt_purge_delay)
+            ->effective.load() == applied);
+  CHECK(la::set_option("purge_delay", 250) == la::option_status::ok);
 }
 
 TEST_CASE("stl_allocator works with standard containers") {
