@@ -708,7 +708,7 @@ inline void* os_map_hinted(std::size_t size, std::size_t align) noexcept {
     g_hint.misses.store(0, std::memory_order_relaxed);
     return p;
   }
-  if (p) munmap(p, size);  // an old kernel's other place
+  if (p) os_unmap(p, size);  // an old kernel's other place (counted, as its mmap was)
   if ((p || errno == EEXIST) &&
       g_hint.misses.fetch_add(1, std::memory_order_relaxed) + 1 >= 16)
     g_hint.next.store(1, std::memory_order_relaxed);  // given up
