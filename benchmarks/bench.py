@@ -88,6 +88,7 @@ CASES = (
     + [bench_case("sizeclass_xthread", "threads=%d" % t) for t in (2, 4)]
     + [bench_case("fragmentation")]
     + [bench_case("pool_idle"), bench_case("pool_idle", "main=quiet")]
+    + [bench_case("idle_owner")]
     + [bench_case("tail_latency")]
     + [{"workload": "python", "kind": "python", "args": []}]
     + [{"workload": "clang", "kind": "clang", "args": []}]
@@ -1114,7 +1115,8 @@ def cmd_table(args):
 # repetition's runs are back to back) and comes with its spread.
 
 PEERS = ("mimalloc", "jemalloc", "tcmalloc", "glibc")
-NOT_SPEED = {"fragmentation", "pool_idle", "true"}  # time there is not what the workload measures
+# Time there is not what the workload measures.
+NOT_SPEED = {"fragmentation", "pool_idle", "idle_owner", "true"}
 
 
 def gmean(xs):

@@ -35,6 +35,8 @@ BAD = [
     ("sizeclass_xthread", ["--smoke", "thread=4"], "unknown argument 'thread=4'"),
     ("pool_idle", ["idle_ms=-1"], "idle_ms=-1: expected an integer from 0 to 600000"),
     ("pool_idle", ["threads=300"], "threads=300: expected an integer from 1 to 256"),
+    ("idle_owner", ["pause_ms=-1"], "pause_ms=-1: expected an integer from 0 to 600000"),
+    ("idle_owner", ["live_kib=0"], "live_kib=0: expected an integer from 1"),
     ("tail_latency", ["seconds=0"], "seconds=0: expected a number from 0.01 to 3600"),
     ("tail_latency", ["period_ms=x"], "period_ms=x: expected an integer from 1 to 600000"),
 ]

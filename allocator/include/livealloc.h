@@ -125,6 +125,10 @@
     "least); past it they go back to the OS")                                                   \
   X(remote_batch, int, 32, 1, 4096, true,                                                       \
     "blocks freed for another thread's heap that are gathered before one atomic hand-back")     \
+  X(idle_reclaim, int, 10, 0, 60000, true,                                                     \
+    "milliseconds without a slow path after which a thread counts as idle: the blocks other "   \
+    "threads freed for it, waiting for it to wake, are reused by a thread that would otherwise " \
+    "take a new span for them (0: they wait)")                                                 \
   X(large_cache, int, 128, 0, 65536, true,                                                       \
     "MiB of freed large mappings kept (each for purge_delay ms) for reuse instead of munmap")   \
   X(purge_delay, int, 250, 0, 60000, true,                                                     \
@@ -1229,9 +1233,17 @@ struct heap {
   std::uint32_t kept_empty[kClasses] = {};
   std::uint64_t last_maintain = 0;  // now_ms() at this thread's previous slow path (purge_step)
   outbox_slot outbox[kOutboxSlots] = {};
+  // Blocks of other heaps taken from an idle owner's inbox (take_idle_frees), by class; reused
+  // through the foreign lists as their room allows.
+  block* reclaimed[kClasses] = {};
+  std::uint64_t last_reclaim = 0;  // now_ms() at this thread's last look at the inboxes
+  heap* reclaim_next = nullptr;    // where that look stopped (see reclaim_idle_inboxes)
   // MPSC stack of blocks other threads freed into our pages; alone on its line, which their
   // pushes take over.
   alignas(64) std::atomic<block*> inbox{nullptr};
+  // now_ms() at the owner's last slow path, beside the inbox it drains there: a heap whose owner
+  // has had none for idle_reclaim ms lends its inbox to others (take_idle_frees).
+  std::atomic<std::uint64_t> active_ms{0};
   // Read by every thread that keeps a block of ours (free_remote); changes only at exit.
   alignas(64) std::atomic<int> state{kHeapNew};
   bool in_pool = false;
@@ -2069,9 +2081,17 @@ inline void outbox_add(heap* h, heap* owner, block* b) noexcept {
   }
 }
 
+// Other heaps' blocks, each to its owner's outbox slot.
+inline void send_home(heap* h, block* list) noexcept {
+  for (block* next; list; list = next) {
+    next = list->next;
+    outbox_add(h, owner_of_block(list), list);
+  }
+}
+
 // Gives every block of the recent-free lists back to its page (already counted as freed), and
-// the other heaps' blocks back to their owners. The lists start again as they opened, or closed
-// (`close`: a heap being collected, which the next thread to adopt it opens class by class).
+// the other heaps' blocks (kept or reclaimed) back to their owners. The lists start again as they
+// opened, or closed (`close`: a heap being collected, which the next thread to adopt it opens class by class).
 inline void heap_flush_recent(heap* h, bool close) noexcept {
   for (unsigned c = 1; c < kClasses; ++c) {
     block* b = h->recent[c].head;
@@ -2082,10 +2102,9 @@ inline void heap_flush_recent(heap* h, bool close) noexcept {
       next = b->next;
       page_return_block(h, page_of(b), b);
     }
-    for (block* next; f; f = next) {
-      next = f->next;
-      outbox_add(h, owner_of_block(f), f);
-    }
+    send_home(h, f);
+    send_home(h, h->reclaimed[c]);
+    h->reclaimed[c] = nullptr;
   }
   outbox_flush(h);
 }
@@ -2418,6 +2437,7 @@ inline void heap_maintain(heap* h) noexcept {
   const std::uint64_t now = now_ms();
   const unsigned step = purge_step(now - h->last_maintain);
   h->last_maintain = now;
+  h->active_ms.store(now, std::memory_order_relaxed);
   if (purge_here(now, purge_deadline)) pages_purge_due(now, step);
   if (purge_here(now, large_deadline)) large_cache_sweep_step(now, step);
   outbox_flush(h);
@@ -3433,6 +3453,7 @@ LIVEALLOC_NOINLINE inline heap* thread_init(bool arm = true) noexcept {
   // Not the trims before: they purged the page heap, and collected the heap if it was pooled.
   h->trim_seen = g_options.trim_request.load(std::memory_order_relaxed);
   heap_apply_options(h);
+  h->active_ms.store(now_ms(), std::memory_order_relaxed);  // (adopted: not idle)
   tls_heap = h;
   // After tls_heap is set: pthread_setspecific may calloc for high key numbers.
   if (arm) pthread_setspecific(g.key, h);
@@ -3448,7 +3469,7 @@ inline heap* caller_heap() noexcept {
 
 // --- small allocation -------------------------------------------------------------------------
 
-// Finds a page of class `cls` with a free block and makes it the current page.
+// Finds a page of class `cls` with a free block and makes it the current page; nullptr if none.
 inline page* find_page(heap* h, unsigned cls) noexcept {
   for (page* pg = h->queues[cls].first; pg;) {
     page* next = pg->next;
@@ -3473,11 +3494,72 @@ inline page* find_page(heap* h, unsigned cls) noexcept {
     pg->in_full = 1;
     pg = next;
   }
+  return nullptr;
+}
+
+// A new span of class `cls`, the current page (nullptr when no memory is to be had).
+inline page* page_new(heap* h, unsigned cls) noexcept {
   page* pg = page_alloc(h, cls);
   if (!pg) return nullptr;
   queue_push_front(h, pg);
   page_extend(pg);
   return pg;
+}
+
+// Blocks other threads freed for an idle thread wait in its inbox until it wakes: a producer that
+// built a structure and sleeps while others free it would have them take new spans for all they
+// build next. A thread about to take a new span looks at the inboxes at most once per idle_reclaim
+// ms, kReclaimLook heaps at a time (on from where it stopped: a look costs the same with thousands
+// of threads), and takes every one whose owner has had no slow path for that long, as a lock-free
+// exchange (the owner's drain is one too). The blocks are then as those it kept from its own
+// remote frees (keep_foreign), already counted sent by their freeing threads: reused through the
+// foreign list of their class, with the room it has, and counted foreign allocations. Blocks of a
+// class this thread has never allocated go back (they would only wait here instead).
+constexpr std::size_t kReclaimLook = 64;
+inline void reclaim_idle_inboxes(heap* h, std::uint64_t now, std::uint64_t idle) noexcept {
+  std::size_t look = g.heap_count.load(std::memory_order_relaxed);
+  if (look > kReclaimLook) look = kReclaimLook;
+  heap* o = h->reclaim_next;  // (heaps are never unlinked from all_heaps)
+  for (; look; --look, o = o->next_all) {
+    if (!o) o = g.all_heaps.load(std::memory_order_acquire);
+    if (o == h || !o->inbox.load(std::memory_order_relaxed) ||
+        o->active_ms.load(std::memory_order_relaxed) + idle > now ||
+        o->state.load(std::memory_order_relaxed) != kHeapOwned)
+      continue;
+    block* b = o->inbox.exchange(nullptr, std::memory_order_acquire);
+    for (block* next; b; b = next) {
+      next = b->next;
+      __builtin_prefetch(b->ahead, 1, 3);
+      const unsigned c = class_of_block(b);
+      if (h->recent[c].limit == 0) {
+        outbox_add(h, o, b);
+        continue;
+      }
+      b->next = h->reclaimed[c];
+      h->reclaimed[c] = b;
+    }
+  }
+  h->reclaim_next = o;
+  outbox_flush(h);
+}
+
+// Moves reclaimed blocks of `cls` onto its foreign list, as far as the list has room, after
+// taking idle heaps' inboxes if there are none: true if the foreign list has a block.
+LIVEALLOC_NOINLINE inline bool take_idle_frees(heap* h, unsigned cls) noexcept {
+  if (!h->reclaimed[cls]) {
+    const auto idle = static_cast<std::uint64_t>(option(opt_idle_reclaim));
+    const std::uint64_t now = now_ms();
+    if (idle == 0 || now < h->last_reclaim + idle) return false;
+    h->last_reclaim = now;
+    reclaim_idle_inboxes(h, now, idle);
+  }
+  recent_list& r = h->recent[cls];
+  for (block* b; r.room != 0 && (b = h->reclaimed[cls]) != nullptr; --r.room) {
+    h->reclaimed[cls] = b->next;
+    b->next = r.foreign;
+    r.foreign = b;
+  }
+  return r.foreign != nullptr;
 }
 
 #if LIVEALLOC_CHECKED
@@ -3562,26 +3644,6 @@ LIVEALLOC_NOINLINE inline void* allocate_slow(unsigned cls, std::size_t size) no
   return allocate_from(h, cls, size);
 }
 
-// The slow path's work once the thread has its heap (inline in both callers).
-LIVEALLOC_ALWAYS_INLINE void* allocate_from(heap* h, unsigned cls, std::size_t size) noexcept {
-  heap_maintain(h);
-  bump(h->stats[cls].v[c_refills]);
-  bump(h->pub.slow_paths);
-  recent_list& r = h->recent[cls];
-  if (LIVEALLOC_UNLIKELY(r.limit == 0))
-    r.room = r.limit = recent_limit(cls);  // opens the class's lists (0 above kRecentMaxSize)
-  else
-    recent_grow(r, cls);
-  page* pg = find_page(h, cls);
-  if (!pg) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  void* b = take_block(h, pg, cls, size);
-  note_peak(h, cls);
-  return b;
-}
-
 // A thread whose frees and mallocs balance can live on its recent-free lists and never reach a
 // slow path; every kMaintainEvery allocations of a class from that list it still does the slow
 // path's upkeep: tuning requests apply, batches of remote frees go out and come in.
@@ -3635,6 +3697,31 @@ LIVEALLOC_NOINLINE inline void* take_foreign(heap* h, block* b, unsigned cls,
   if (LIVEALLOC_UNLIKELY(bad_link(b, next))) return bad_block(b, next);
   h->recent[cls].foreign = next;
   return take_listed(h, b, cls, size, true);
+}
+
+// The slow path's work once the thread has its heap (inline in both callers).
+LIVEALLOC_ALWAYS_INLINE void* allocate_from(heap* h, unsigned cls, std::size_t size) noexcept {
+  heap_maintain(h);
+  bump(h->stats[cls].v[c_refills]);
+  bump(h->pub.slow_paths);
+  recent_list& r = h->recent[cls];
+  if (LIVEALLOC_UNLIKELY(r.limit == 0))
+    r.room = r.limit = recent_limit(cls);  // opens the class's lists (0 above kRecentMaxSize)
+  else
+    recent_grow(r, cls);
+  // Reclaimed blocks first (they are resident and would only wait), then the pages, and a look at
+  // idle threads' inboxes before a new span.
+  page* pg = h->reclaimed[cls] ? nullptr : find_page(h, cls);
+  if (!pg) {
+    if (take_idle_frees(h, cls)) return take_foreign(h, r.foreign, cls, size);
+    if (!(pg = find_page(h, cls)) && !(pg = page_new(h, cls))) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  }
+  void* b = take_block(h, pg, cls, size);
+  note_peak(h, cls);
+  return b;
 }
 
 // What malloc does when the fast path cannot serve (new_slow_path is operator new's).
@@ -4519,6 +4606,9 @@ inline bool heap_is_valid() noexcept {
       ++recent;
     }
     if (recent + h->recent[c].room != h->recent[c].limit) return fail("recent room count");
+    for (block* b = h->reclaimed[c]; b; b = b->next)
+      if (owner_of_block(b) == h || class_of_block(b) != c || h->recent[c].limit == 0)
+        return fail("reclaimed block of this heap, of another class or of a closed one");
     if ((h->recent[c].limit != 0 && h->recent[c].limit < recent_limit(c)) ||
         h->recent[c].limit > recent_cap(c))
       return fail("recent limit out of bounds");

@@ -7,6 +7,7 @@
 
 #include "run_child.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -1199,6 +1200,83 @@ TEST_CASE("a thread that only frees a class keeps none of another heap's blocks 
   }).join();
   la::trim();  // drains the inbox: the 64 blocks are home
   CHECK(d::heap_is_valid());
+}
+
+namespace {
+// Live blocks of class `cls` over every heap (allocator/TELEMETRY.md: foreign allocations stay
+// their owner's).
+long long live_blocks(unsigned cls) {
+  namespace d = la::detail;
+  long long live = 0;
+  for (d::heap* h = d::g.all_heaps.load(); h; h = h->next_all) {
+    const auto& k = h->stats[cls].v;
+    live += static_cast<long long>(k[d::c_allocs].load() + k[d::c_adopted].load() -
+                                   k[d::c_frees].load() - k[d::c_foreign_allocs].load());
+  }
+  return live;
+}
+
+// This thread builds n blocks of 200 bytes and waits while another frees them, sleeps past
+// idle_reclaim and builds n of its own: how many of its blocks were this thread's, and whether
+// its heap was valid after building and after freeing them, and the segment bytes mapped once
+// this thread had built its blocks.
+struct idle_round {
+  int reused = 0;
+  bool valid_built = false, valid_freed = false;
+  std::size_t segments_built = 0;
+};
+idle_round idle_owner_round(int n) {
+  std::vector<void*> mine(static_cast<std::size_t>(n)), theirs(static_cast<std::size_t>(n));
+  for (auto& p : mine) fill(p = la::allocate(200), 200, 3);
+  idle_round r;
+  r.segments_built = la::get_stats().segment_bytes;
+  std::thread([&] {
+    for (void* p : mine) la::deallocate(p);  // its first calls: they all go home (its lists
+                                              // of the class open at its first allocation)
+    usleep(30 * 1000);  // this thread has had no slow path for that long: idle
+    for (auto& p : theirs) fill(p = la::allocate(200), 200, 5);
+    r.valid_built = la::detail::heap_is_valid();
+    std::sort(mine.begin(), mine.end());
+    for (void* p : theirs) r.reused += std::binary_search(mine.begin(), mine.end(), p);
+    for (void* p : theirs) {
+      if (!check(p, 200, 5)) r.reused = -1;  // (a block handed out twice)
+      la::deallocate(p);
+    }
+    r.valid_freed = la::detail::heap_is_valid();
+  }).join();  // (its exit sends what it still holds of this heap's home)
+  return r;
+}
+}  // namespace
+
+TEST_CASE("blocks freed for an idle thread serve another thread's allocations, not new spans") {
+  namespace d = la::detail;
+  scoped_options opts;
+  opts.set("idle_reclaim", 1);
+  const unsigned cls = d::class_of(200);
+  const long long live_before = live_blocks(cls);
+  const idle_round r = idle_owner_round(20000);
+  CHECK(r.reused == 20000);  // every one, through its foreign list: none from a new span
+  CHECK(r.valid_built);
+  CHECK(r.valid_freed);
+  CHECK(la::get_stats().segment_bytes == r.segments_built);  // the worker mapped none
+  la::trim();  // drains this heap's inbox: every block is home and counted freed once
+  CHECK(d::heap_is_valid());
+  CHECK(live_blocks(cls) == live_before);
+  CHECK(d::tls_heap->inbox.load() == nullptr);
+}
+
+TEST_CASE("idle_reclaim 0: blocks freed for an idle thread wait for it") {
+  namespace d = la::detail;
+  scoped_options opts;
+  opts.set("idle_reclaim", 0);
+  const long long live_before = live_blocks(d::class_of(200));
+  const idle_round r = idle_owner_round(20000);
+  CHECK(r.reused == 0);
+  CHECK(r.valid_built);
+  CHECK(r.valid_freed);
+  la::trim();
+  CHECK(d::heap_is_valid());
+  CHECK(live_blocks(d::class_of(200)) == live_before);
 }
 
 TEST_CASE("a thread that builds and then frees, in rounds, keeps its recent-free lists as they start") {
