@@ -2091,7 +2091,8 @@ inline void send_home(heap* h, block* list) noexcept {
 
 // Gives every block of the recent-free lists back to its page (already counted as freed), and
 // the other heaps' blocks (kept or reclaimed) back to their owners. The lists start again as they
-// opened, or closed (`close`: a heap being collected, which the next thread to adopt it opens class by class).
+// opened, or closed (`close`: a heap being collected, which the next thread to adopt it opens
+// class by class).
 inline void heap_flush_recent(heap* h, bool close) noexcept {
   for (unsigned c = 1; c < kClasses; ++c) {
     block* b = h->recent[c].head;
