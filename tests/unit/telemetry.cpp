@@ -939,8 +939,11 @@ TEST_CASE("a snapshot's free matrix is every non-zero cell of the file, with the
   for (const int slots : {6, 64}) {
     CAPTURE(slots);
     const bool overflowing = slots == 6;  // mx-over, the seventh thread, shares the overflow slot
-    child c({"matrix"}, {"LIVEALLOC_PROFILE=1", "LIVEALLOC_TELEMETRY_SLOTS=" +
-                                                    std::to_string(slots)});
+    // idle_reclaim off: mx-owner sleeps with mx-gone's three blocks in its inbox, and a
+    // thread that starts a span of their class after 10 ms of that (mx-heir, under TSan)
+    // would take them, and send them home again as frees of its own.
+    child c({"matrix"}, {"LIVEALLOC_PROFILE=1", "LIVEALLOC_IDLE_RECLAIM=0",
+                         "LIVEALLOC_TELEMETRY_SLOTS=" + std::to_string(slots)});
     std::string err;
     auto seg = rd::segment::open_pid(c.pid, &err);
     INFO(err);
