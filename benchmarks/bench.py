@@ -20,6 +20,7 @@
 Standard library only: it must run on a bare /usr/bin/python3. run.sh is the front door.
 """
 import argparse
+import bisect
 import csv
 import datetime
 import hashlib
@@ -235,6 +236,59 @@ def probe_host():
     for i in range(300000):
         x += i
     return time.perf_counter() - started
+
+
+SETTLE_TOLERANCE = 0.10  # --settle: a probe within 10% of the run's reference is a quiet host
+SETTLE_CALIBRATION = 50  # probes back to back at the start of a --settle run
+
+
+class Settle:
+    """--settle S: before each run, probes the host back to back until a probe is within
+    SETTLE_TOLERANCE of the reference (the 10th percentile of every probe of the run so far: its
+    fastest alone can be an outlier), for at most S seconds, and probes once after the run. On a
+    shared host the noise comes in phases (other tenants of the CPU), so a run that starts in a
+    quiet phase mostly ends in one. The probes keep the CPU busy while they wait: after a sleep
+    the first probes run up to twice as slow on this host, so waiting idle would wait for
+    itself. Every allocator's run is gated alike, and the counts go into the results."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.seen = []  # every probe of the run, sorted
+        self.runs = self.waited_runs = self.late = self.ended_quiet = 0
+        self.waited = 0.0
+        for _ in range(SETTLE_CALIBRATION):
+            self.quiet(probe_host())
+
+    def reference(self):
+        return self.seen[len(self.seen) // 10]
+
+    def quiet(self, seconds):
+        """Whether a probe of `seconds` is a quiet host's (and the reference counts it)."""
+        bisect.insort(self.seen, seconds)
+        return seconds <= self.reference() * (1 + SETTLE_TOLERANCE)
+
+    def before(self):
+        self.runs += 1
+        started = time.monotonic()
+        if self.quiet(probe_host()):
+            return
+        self.waited_runs += 1
+        while not self.quiet(probe_host()):
+            if time.monotonic() - started >= self.limit:
+                self.late += 1
+                break
+        self.waited += time.monotonic() - started
+
+    def after(self):
+        self.ended_quiet += self.quiet(probe_host())
+
+    def line(self):
+        """The results' footer line (read by the verdict)."""
+        return ("# settle: %d of %d runs ended on a quiet host (a probe within %d%% of the "
+                "run's reference, %.4f s); %d waited for one before they started, %.1f s in all, "
+                "%d of them started after the limit of %g s"
+                % (self.ended_quiet, self.runs, round(100 * SETTLE_TOLERANCE), self.reference(),
+                   self.waited_runs, self.waited, self.late, self.limit))
 
 
 def spread(values):
@@ -720,10 +774,13 @@ def number(option, text, kind):
 def run_suite(args):
     # Checked before anything is written: a run that cannot happen must not replace the results.
     args.reps, args.scale = number("--reps", args.reps, int), number("--scale", args.scale, float)
+    args.settle = number("--settle", args.settle, float)
     if args.reps < 1:
         raise UsageError("--reps must be at least 1 (got %d)" % args.reps)
     if not (1e-6 <= args.scale <= 1e6):  # also false for nan
         raise UsageError("--scale must be from 1e-06 to 1e+06 (got %g)" % args.scale)
+    if not (0 <= args.settle <= 600):
+        raise UsageError("--settle must be from 0 to 600 seconds (got %g)" % args.settle)
     build_dir = os.path.abspath(args.build_dir)
     out_dir = os.path.abspath(args.out)
     notes = []
@@ -789,6 +846,7 @@ def run_suite(args):
     probes = {}  # case -> the host probe's seconds, timed before the case in each repetition
     done = 0
     started = time.monotonic()
+    settle = Settle(args.settle) if args.settle > 0 else None
     with open(os.path.join(stage, "results.csv"), "w", newline="") as raw:
         raw.write("\n".join(["# livealloc benchmarks: raw rows, one per metric per run"] + facts) + "\n")
         writer = csv.DictWriter(raw, fieldnames=FIELDS)
@@ -799,6 +857,8 @@ def run_suite(args):
             for rep in range(1, args.reps + 1):
                 for case in cases:
                     probes.setdefault(case_label(case), []).append(probe_host())
+                    if settle:
+                        settle.quiet(probes[case_label(case)][-1])
                     for alloc in allocators:
                         if not applies(case, alloc):
                             continue
@@ -808,7 +868,11 @@ def run_suite(args):
                         print("[%3d/%d, %d left, ~%ds to go] rep %d/%d  %-18s %s" % (
                             done, total, total - done, eta, rep, args.reps, alloc["name"], case_label(case)),
                             file=sys.stderr, flush=True)
+                        if settle:
+                            settle.before()
                         rows, failure = run_case(case, alloc, args, build_dir)
+                        if settle:
+                            settle.after()
                         if failure:
                             msg = "FAILED allocator=%s workload=%s (rep %d): %s" % (
                                 alloc["name"], case_label(case), rep, failure)
@@ -830,6 +894,8 @@ def run_suite(args):
             end.append("# host probe: %.4f, the median over %d cases of the spread of a fixed "
                        "loop of integer additions timed before the case in each repetition"
                        % host)
+        if settle:
+            end.append(settle.line())
         end += ["# " + f for f in failures]
         raw.write("\n".join(end) + "\n")
     try:
@@ -1201,10 +1267,25 @@ def cmd_verdict(args):
             print("A fixed loop of integer additions, timed before each case in each repetition, "
                   "moved by a median of %.1f%% the same way (over %s cases): that much is the "
                   "host's alone, with no allocator in it." % (100 * host, probe.group(2)))
-            if host > QUIET_HOST:
+            if host > QUIET_HOST and "settle" not in facts:
                 print("**A noisy host**: back to back on a quiet one the loop moves by 4-8%; read "
-                      "this run's ratios with their min-max, or run again when the host is quiet.")
+                      "this run's ratios with their min-max, or run again when the host is quiet "
+                      "or with `--settle`.")
+            elif host > QUIET_HOST:
+                print("**A noisy host**: `--settle` started its runs in its quiet phases (below); "
+                      "back to back on a quiet host the loop moves by 4-8%.")
         print()
+    settled = re.match(r"([0-9]+) of ([0-9]+) runs ended on a quiet host .*; ([0-9]+) waited "
+                       r"for one before they started, ([0-9.]+) s in all, ([0-9]+) of them "
+                       r"started after the limit of ([0-9.e+]+) s$", facts.get("settle", ""))
+    if settled:
+        quiet, runs, waited, seconds, late, limit = settled.groups()
+        print("With `--settle %s`, each run started once a fixed loop of integer additions ran "
+              "within %d%% of its reference time (its 10th percentile in this run), waiting up "
+              "to %s s: %s of %s runs waited (%s s in all), %s of them started after the limit, "
+              "and %s of %s ended on a quiet host.\n"
+              % (limit, round(100 * SETTLE_TOLERANCE), limit, waited, runs, seconds, late, quiet,
+                 runs))
     label = lambda k: "%s %s %st" % k
     fmt = lambda v: "%.3f (%.2f-%.2f)" % (statistics.median(v), v[0], v[-1]) if v else "-"
     # A peer of this run: one that ran a speed case or a memory case (a run of the memory
@@ -1495,6 +1576,7 @@ def main():
     r.add_argument("--reps", default="5")  # checked by run_suite, as every other value
     r.add_argument("--smoke", action="store_true")
     r.add_argument("--scale", default="1")
+    r.add_argument("--settle", default="0", help="seconds each run may wait for a quiet host (0: none)")
     r.add_argument("--allocators", default="")
     r.add_argument("--workloads", default="")
     r.add_argument("--require-livealloc", action="store_true")

@@ -9,6 +9,9 @@
 # Options:
 #   --reps N             repetitions per allocator and workload (default 5; --smoke forces 1)
 #   --scale F            multiply iteration counts (full runs; default 1)
+#   --settle S           on a shared host: before each run, wait up to S seconds (0 to 600;
+#                        default 0, no wait) until a fixed loop runs within 10% of its usual
+#                        (10th-percentile) time in this run; the results count the waits
 #   --allocators LIST    comma list among glibc,livealloc,livealloc+profile,livealloc+memlive,
 #                        mimalloc,jemalloc,tcmalloc (default: all, skipping a peer that is not
 #                        installed; one named here must be there)
@@ -42,11 +45,11 @@ repo="$(dirname "$here")"
 command_line="benchmarks/run.sh"
 (($# == 0)) || command_line+="$(printf ' %q' "$@")"
 
-smoke=0 build=1 reps=5 scale=1 allocators="" workloads="" out="" require="" livealloc_lib="" baseline_lib=""
+smoke=0 build=1 reps=5 scale=1 settle=0 allocators="" workloads="" out="" require="" livealloc_lib="" baseline_lib=""
 build_dir="$repo/build"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --reps|--scale|--allocators|--workloads|--build-dir|--out|--livealloc-lib|--baseline-lib)
+    --reps|--scale|--settle|--allocators|--workloads|--build-dir|--out|--livealloc-lib|--baseline-lib)
       if [[ $# -lt 2 ]]; then echo "run.sh: $1 needs a value (try --help)" >&2; exit 2; fi ;;
   esac
   case "$1" in
@@ -54,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0 ;;
     --reps) reps="$2"; shift ;;
     --scale) scale="$2"; shift ;;
+    --settle) settle="$2"; shift ;;
     --allocators) allocators="$2"; shift ;;
     --workloads) workloads="$2"; shift ;;
     --build-dir) build_dir="$2"; shift ;;
@@ -115,5 +119,5 @@ mode=()
 # only a check that it computes) and the plots, and prints the verdict. exec: a signal to run.sh
 # reaches it, and its exit status is ours.
 exec /usr/bin/python3 "$here/bench.py" run --prog run.sh --build-dir "$build_dir" --out "$out" --reps "$reps" \
-  --scale "$scale" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
+  --scale "$scale" --settle "$settle" --allocators "$allocators" --workloads "$workloads" ${require:+"$require"} \
   --livealloc-lib "$livealloc_lib" --baseline-lib "$baseline_lib" --command "$command_line" "${mode[@]+"${mode[@]}"}"

@@ -515,6 +515,31 @@ def main():
                 failures.append("a run of two repetitions has no host probe line for its case")
         except OSError as e:
             failures.append("a full run without glibc wrote no results.csv: %s" % e)
+        # --settle: every run is counted (2 allocators x 2 repetitions of one case), the counts
+        # add up, and the verdict reports them; without it, no such line.
+        settled = os.path.join(tmp, "settled")
+        r = subprocess.run(run[:-4] + ["--out", settled, "--allocators", "glibc,livealloc",
+                                       "--reps", "2", "--scale", "0.01", "--workloads", "true",
+                                       "--settle", "0.5"],
+                           capture_output=True, text=True, timeout=300)
+        try:
+            with open(os.path.join(settled, "results.csv")) as f:
+                line = re.search(r"^# settle: ([0-9]+) of ([0-9]+) runs ended on a quiet host .*"
+                                 r"; ([0-9]+) waited for one before they started, [0-9.]+ s in "
+                                 r"all, ([0-9]+) of them started after the limit of 0.5 s$",
+                                 f.read(), re.M)
+            counts = [int(n) for n in line.groups()] if line else None
+            if (r.returncode != 0 or not counts or counts[1] != 4 or counts[0] > 4
+                    or counts[3] > counts[2] or counts[2] > 4):
+                failures.append("a run with --settle 0.5: exit %d, settle line %s, stderr %r"
+                                % (r.returncode, counts, r.stderr[-500:]))
+            if "With `--settle 0.5`" not in r.stdout:
+                failures.append("a run with --settle: its verdict does not report the waits")
+            with open(os.path.join(alone, "results.csv")) as f:
+                if "# settle:" in f.read():
+                    failures.append("a run without --settle has a settle line")
+        except OSError as e:
+            failures.append("a run with --settle wrote no results.csv: %s" % e)
 
     for f in failures:
         print("FAIL: " + f)

@@ -93,6 +93,14 @@ MEMORY_ONLY = [
 PROBE = ("# host probe: 0.1250, the median over 2 cases of the spread of a fixed loop of integer "
          "additions timed before the case in each repetition\n")
 PROBE_SAYS = "moved by a median of 12.5% the same way (over 2 cases)"
+# A run with --settle: its footer line, and what the verdict makes of it.
+SETTLE = ("# settle: 40 of 42 runs ended on a quiet host (a probe within 10% of the run's "
+          "reference, 0.0072 s); 7 waited for one before they started, 12.4 s in all, 1 of them "
+          "started after the limit of 5 s\n")
+SETTLE_SAYS = ("With `--settle 5`, each run started once a fixed loop of integer additions ran "
+               "within 10% of its reference time (its 10th percentile in this run), waiting up "
+               "to 5 s: 7 of 42 runs waited (12.4 s in all), 1 of them started after the limit, "
+               "and 40 of 42 ended on a quiet host.")
 
 def write_results(path, rows, end=""):
     with open(path, "w") as f:
@@ -117,6 +125,19 @@ def main():
             failures.append("a probe spread of 55%% is not called noisy: %r" % noisy[:900])
         if "noisy host" in out.stdout:
             failures.append("a probe spread of 12.5% is called noisy")
+        if "--settle" in out.stdout.split("**A noisy")[0] or "--settle" not in noisy:
+            failures.append("a run without --settle: it is reported, or not suggested on a noisy "
+                            "host: %r" % noisy[:900])
+        settled_path = os.path.join(tmp, "settled.csv")  # noisy, and settled
+        write_results(settled_path, ROWS, PROBE.replace("0.1250", "0.5510") + SETTLE)
+        settled = verdict(settled_path).stdout
+        if SETTLE_SAYS not in settled or "started its runs in its quiet phases" not in settled:
+            failures.append("a run with --settle: its waits are not reported: %r" % settled[:1200])
+        # One repetition has no spread, and the settle line is reported all the same.
+        one_path = os.path.join(tmp, "one.csv")
+        write_results(one_path, [r for r in ROWS if r.startswith("1,")], SETTLE)
+        if SETTLE_SAYS not in verdict(one_path).stdout:
+            failures.append("a run of one repetition with --settle: its waits are not reported")
         for allocators, expect in PARTIAL.items():
             part = os.path.join(tmp, "partial.csv")
             write_results(part, [r for r in ROWS if r.split(",")[1] in allocators])
@@ -160,7 +181,7 @@ def main():
     if failures:
         print(out.stdout)
         return 1
-    print("verdict: %d checks passed" % (len(EXPECT) + 4 + len(bad_inputs) + len(MEMORY_ONLY) + 1 +
+    print("verdict: %d checks passed" % (len(EXPECT) + 7 + len(bad_inputs) + len(MEMORY_ONLY) + 1 +
                                          sum(len(e) + 2 for e in PARTIAL.values())))
     return 0
 
