@@ -846,7 +846,7 @@ def run_suite(args):
     probes = {}  # case -> the host probe's seconds, timed before the case in each repetition
     done = 0
     started = time.monotonic()
-    settle = Settle(args.settle) if args.settle > 0 else None
+    settle = None
     with open(os.path.join(stage, "results.csv"), "w", newline="") as raw:
         raw.write("\n".join(["# livealloc benchmarks: raw rows, one per metric per run"] + facts) + "\n")
         writer = csv.DictWriter(raw, fieldnames=FIELDS)
@@ -854,6 +854,8 @@ def run_suite(args):
         # Interleaved: each case runs under every allocator in turn (A B C D E A B C D E ...), and
         # the whole sweep repeats, so slow drift on a shared machine hits every allocator alike.
         try:
+            if args.settle > 0:  # (its calibration, 50 probes, is interruptible as a run is)
+                settle = Settle(args.settle)
             for rep in range(1, args.reps + 1):
                 for case in cases:
                     probes.setdefault(case_label(case), []).append(probe_host())
@@ -1272,8 +1274,8 @@ def cmd_verdict(args):
                       "this run's ratios with their min-max, or run again when the host is quiet "
                       "or with `--settle`.")
             elif host > QUIET_HOST:
-                print("**A noisy host**: `--settle` started its runs in its quiet phases (below); "
-                      "back to back on a quiet host the loop moves by 4-8%.")
+                print("**A noisy host**, waited for by `--settle` (below): back to back on a "
+                      "quiet one the loop moves by 4-8%; read this run's ratios with their min-max.")
         print()
     settled = re.match(r"([0-9]+) of ([0-9]+) runs ended on a quiet host .*; ([0-9]+) waited "
                        r"for one before they started, ([0-9.]+) s in all, ([0-9]+) of them "

@@ -131,7 +131,7 @@ def main():
         settled_path = os.path.join(tmp, "settled.csv")  # noisy, and settled
         write_results(settled_path, ROWS, PROBE.replace("0.1250", "0.5510") + SETTLE)
         settled = verdict(settled_path).stdout
-        if SETTLE_SAYS not in settled or "started its runs in its quiet phases" not in settled:
+        if SETTLE_SAYS not in settled or "waited for by `--settle`" not in settled:
             failures.append("a run with --settle: its waits are not reported: %r" % settled[:1200])
         # One repetition has no spread, and the settle line is reported all the same.
         one_path = os.path.join(tmp, "one.csv")
