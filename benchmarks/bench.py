@@ -1275,7 +1275,8 @@ def cmd_verdict(args):
                       "or with `--settle`.")
             elif host > QUIET_HOST:
                 print("**A noisy host**, waited for by `--settle` (below): back to back on a "
-                      "quiet one the loop moves by 4-8%; read this run's ratios with their min-max.")
+                      "quiet one the loop moves by 4-8%; read this run's ratios with their "
+                      "min-max.")
         print()
     settled = re.match(r"([0-9]+) of ([0-9]+) runs ended on a quiet host .*; ([0-9]+) waited "
                        r"for one before they started, ([0-9.]+) s in all, ([0-9]+) of them "
