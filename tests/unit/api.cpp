@@ -1279,6 +1279,79 @@ TEST_CASE("idle_reclaim 0: blocks freed for an idle thread wait for it") {
   CHECK(live_blocks(d::class_of(200)) == live_before);
 }
 
+namespace {
+// Blocks of the inboxes a heap took from idle threads and has not sorted by class yet.
+std::size_t unsorted_taken(const la::detail::heap* h) {
+  std::size_t n = 0;
+  for (const la::detail::block* chain = h->reclaim_pending; chain;
+       chain = chain == h->reclaim_pending ? h->reclaim_chains : chain->ahead)
+    for (const la::detail::block* b = chain; b; b = b->next) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("idle inboxes are sorted a few hundred blocks at a time, and what is left goes home") {
+  namespace d = la::detail;
+  scoped_options opts;
+  opts.set("idle_reclaim", 1);
+  // This thread builds blocks of three classes and waits; the worker frees them in the order
+  // 1,000 B, 3,000 B (a class it never allocates), 200 B, so its inbox begins with the 200 B ones.
+  constexpr std::size_t n = 6000, m = 1000, total = 2 * n + m;
+  const std::size_t sizes[] = {1000, 3000, 200};
+  la::trim();  // this heap's inbox holds nothing of earlier tests
+  std::vector<void*> mine, theirs;
+  theirs.reserve(2 * n);
+  for (std::size_t size : sizes)
+    for (std::size_t i = 0; i < (size == 3000 ? m : n); ++i) {
+      mine.push_back(la::allocate(size));
+      fill(mine.back(), size, 3);
+    }
+  long long live_before[3];
+  for (int i = 0; i < 3; ++i) live_before[i] = live_blocks(d::class_of(sizes[i]));
+  const std::size_t segments_built = la::get_stats().segment_bytes;
+  std::size_t unsorted_first = 0, reused = 0, unsorted_end = 1;
+  bool valid_first = false, valid_built = false, intact = true;
+  std::thread([&] {
+    for (void* p : mine) la::deallocate(p);  // all home: its lists of these classes are closed
+    usleep(30 * 1000);
+    auto build = [&](std::size_t size, std::size_t until) {
+      while (theirs.size() < until) {
+        theirs.push_back(la::allocate(size));
+        fill(theirs.back(), size, 5);
+      }
+    };
+    build(200, 1);
+    unsorted_first = unsorted_taken(d::tls_heap);
+    valid_first = d::heap_is_valid();  // with blocks taken and not sorted
+    build(200, n);
+    build(1000, 2 * n);
+    valid_built = d::heap_is_valid();
+    unsorted_end = unsorted_taken(d::tls_heap);
+    std::sort(mine.begin(), mine.end());
+    for (std::size_t i = 0; i < theirs.size(); ++i) {
+      reused += std::binary_search(mine.begin(), mine.end(), theirs[i]);
+      intact = intact && check(theirs[i], i < n ? 200 : 1000, 5);  // (none handed out twice)
+    }
+    for (void* p : theirs) la::deallocate(p);
+  }).join();  // (its exit sends what it still holds of this heap's home)
+  // Its first malloc sorted one step of blocks, not all of them.
+  CHECK(unsorted_first >= total - d::kReclaimStep);
+  CHECK(unsorted_first < total);
+  CHECK(valid_first);
+  CHECK(valid_built);
+  CHECK(intact);
+  CHECK(reused == 2 * n);  // every 200 B and 1,000 B block it built was one of ours
+  CHECK(unsorted_end == 0);
+  CHECK(la::get_stats().segment_bytes == segments_built);  // the worker mapped none
+  la::trim();  // drains this heap's inbox: every block is home, the 3,000 B ones too
+  CHECK(d::heap_is_valid());
+  for (int i = 0; i < 3; ++i) {
+    const auto built = static_cast<long long>(sizes[i] == 3000 ? m : n);
+    CHECK(live_blocks(d::class_of(sizes[i])) == live_before[i] - built);
+  }
+  CHECK(d::tls_heap->inbox.load() == nullptr);
+}
+
 TEST_CASE("a thread that builds and then frees, in rounds, keeps its recent-free lists as they start") {
   namespace d = la::detail;
   const unsigned cls = d::class_of(32768);
