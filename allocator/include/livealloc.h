@@ -3576,6 +3576,11 @@ inline void reclaim_sort(heap* h, unsigned cls) noexcept {
   outbox_flush(h);
 }
 
+// The taken inbox after `chain`, when walking them all: reclaim_pending first, then the others.
+inline block* next_taken(const heap* h, const block* chain) noexcept {
+  return chain == h->reclaim_pending ? h->reclaim_chains : chain->ahead;
+}
+
 // Moves reclaimed blocks of `cls` onto its foreign list, as far as the list has room, after
 // sorting more taken blocks, or taking idle heaps' inboxes, if there are none: true if the foreign
 // list has a block.
@@ -4651,8 +4656,7 @@ inline bool heap_is_valid() noexcept {
       return fail("recent limit out of bounds");
   }
   if (!h->reclaim_pending && h->reclaim_chains) return fail("taken inboxes with none being sorted");
-  for (block* chain = h->reclaim_pending; chain;
-       chain = chain == h->reclaim_pending ? h->reclaim_chains : chain->ahead)
+  for (block* chain = h->reclaim_pending; chain; chain = next_taken(h, chain))
     for (block* b = chain; b; b = b->next)
       if (owner_of_block(b) == h) return fail("taken inbox with a block of this heap");
   // The page heap: every segment, with the units of other threads' spans too (their descriptors

@@ -1284,7 +1284,7 @@ namespace {
 std::size_t unsorted_taken(const la::detail::heap* h) {
   std::size_t n = 0;
   for (const la::detail::block* chain = h->reclaim_pending; chain;
-       chain = chain == h->reclaim_pending ? h->reclaim_chains : chain->ahead)
+       chain = la::detail::next_taken(h, chain))
     for (const la::detail::block* b = chain; b; b = b->next) ++n;
   return n;
 }
