@@ -520,10 +520,20 @@ try {
     "says how much more the threads may keep", JSON.stringify({ recycleRows, suggestion }));
   if (suggestion) {
     const button = page.locator("#recommendations tbody tr:has(td:text-is('page_recycle')) button").first();
-    const want = Number(await button.getAttribute("data-want"));
-    await button.click();
-    const got = await until("the suggestion applied", () => (effective().effective === want ? true : null)).catch(() => false);
-    check(got && want > 0, "Apply sets page_recycle to the suggested " + want + " in the process");
+    // The suggestion follows the samples, so it may change between a read and the click: the
+    // value to look for is the one the click sends, and it must be the button's at that moment.
+    const posted = page.waitForRequest((r) => r.method() === "POST" &&
+      r.url().endsWith("/api/options"), { timeout: 20000 }).catch(() => null);
+    const [shown] = await Promise.all([
+      button.evaluate((b) => { const w = b.dataset.want; b.click(); return Number(w); }),
+      posted]);
+    const request = await posted;
+    const sent = request ? JSON.parse(request.postData() || "{}").page_recycle : undefined;
+    const got = sent === undefined ? false : await until("the suggestion applied",
+      () => (effective().effective === sent ? true : null)).catch(() => false);
+    check(got && sent === shown && sent > 0,
+      "Apply sets page_recycle to the suggested " + sent + " in the process",
+      JSON.stringify({ shown, sent, effective: effective() }));
   }
   await input.fill("2");
   await input.press("Enter");
@@ -688,7 +698,7 @@ try {
     }
     const allocs = (t) => {
       const m =
-        /^ticker · class \d+ \(256 KiB\): [\d,]+ live blocks \([^)]*\), ([\d,]+) allocations, /
+        /^ticker · class \d+ \(256 KiB\): [\d,]+ live blocks? \([^)]*\), ([\d,]+) allocations, /
           .exec(t);
       return m ? Number(m[1].replace(/,/g, "")) : null;
     };
@@ -701,13 +711,13 @@ try {
       "them as they grow", JSON.stringify({ text, first, later }));
     await page.keyboard.press("ArrowLeft");
     const left = await hover();
-    check(/^ticker · class \d+ \([\d.]+ [KM]?i?B\): [\d,]+ live blocks \(/.test(left) &&
+    check(/^ticker · class \d+ \([\d.]+ [KM]?i?B\): [\d,]+ live blocks? \(/.test(left) &&
       left !== text,
       "ArrowLeft moves to another size class of the same thread", left);
     const box = await page.locator("#heat").boundingBox();
     await page.mouse.move(box.x + 170 + 7, box.y + 44 + 8);  // the first cell (app.js: heat)
     const hovered = await hover();
-    check(/^.+ · (large blocks|class \d+ \(.+\)): [\d,]+ live blocks.*, [\d,]+ allocations, /
+    check(/^.+ · (large blocks|class \d+ \(.+\)): [\d,]+ live blocks?.*, [\d,]+ allocations, /
       .test(hovered), "the mouse on the first cell names its thread, class and numbers", hovered);
     // Scrolled down a long list of threads, the column labels stay at the top of the box: the
     // band there is the one drawn above the first row (the box made short to scroll 7 rows).
