@@ -358,12 +358,25 @@ def check_serve_gone(ml, wl):
 
 def check_tune_gone(ml, wl):
     # A process that dies while tune waits for the allocator to validate: exit 3, not "pending".
+    # It dies once tune has stored the value (the generation moved): tune waits 2 s from there,
+    # and a fixed 0.5 s from tune's start to the kill once ran past that on a loaded machine.
     w = Workload(wl)
     try:
         os.kill(w.pid, signal.SIGSTOP)  # no slow path validates anything now
+
+        def generation():
+            r = run([ml, "snapshot", "--pid", str(w.pid)])
+            try:
+                return json.loads(r.stdout)["control"]["generation"] if r.returncode == 0 else None
+            except (ValueError, KeyError):
+                return None
+
+        before = generation()
         p = subprocess.Popen([ml, "tune", "--pid", str(w.pid), "page_recycle=5"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        deadline = time.monotonic() + TIMEOUT
+        while generation() == before and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         w.kill()
         out, err = p.communicate(timeout=TIMEOUT)
         check(p.returncode == 3 and "exited before it validated" in err,
