@@ -110,7 +110,7 @@
 #define LIVEALLOC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define LIVEALLOC_ALWAYS_INLINE inline __attribute__((always_inline))
 #define LIVEALLOC_NOINLINE __attribute__((noinline))
-// The functions of the fast paths (malloc, free, new, delete and what they call): the compiler
+// The functions of the fast paths (malloc, free, new, delete and the two they call): the compiler
 // puts them apart, in .text.hot, which the linker gathers ahead of other code, each on a 64-byte
 // line of its own. A change to other code then moves them together and by whole lines, never
 // against each other: builds of the same fast-path instructions had measured 4-6% apart.

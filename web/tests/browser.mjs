@@ -524,10 +524,9 @@ try {
     // value to look for is the one the click sends, and it must be the button's at that moment.
     const posted = page.waitForRequest((r) => r.method() === "POST" &&
       r.url().endsWith("/api/options"), { timeout: 20000 }).catch(() => null);
-    const [shown] = await Promise.all([
+    const [shown, request] = await Promise.all([
       button.evaluate((b) => { const w = b.dataset.want; b.click(); return Number(w); }),
       posted]);
-    const request = await posted;
     const sent = request ? JSON.parse(request.postData() || "{}").page_recycle : undefined;
     const got = sent === undefined ? false : await until("the suggestion applied",
       () => (effective().effective === sent ? true : null)).catch(() => false);
